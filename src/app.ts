@@ -1,0 +1,77 @@
+import cookie from '@fastify/cookie';
+import swagger from '@fastify/swagger';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { auditRoutes } from './areas/audit/routes.js';
+import { authRoutes } from './areas/auth/routes.js';
+import { healthRoutes } from './areas/health/routes.js';
+import { openapiRoutes } from './areas/openapi/routes.js';
+import { projectRoutes } from './areas/projects/routes.js';
+import { tenantRoutes } from './areas/tenants/routes.js';
+import { tokenRoutes } from './areas/tokens/routes.js';
+import { userRoutes } from './areas/users/routes.js';
+import type { Context } from './context.js';
+import { registerAuditHook } from './http/audit-hook.js';
+import { registerJsonParser } from './http/body.js';
+import { registerErrorHandling } from './http/error-handler.js';
+import { registerRequestId, requestIdFromHeaders } from './http/request-id.js';
+import { validatorCompiler } from './http/validation.js';
+
+/** The one app factory, used by main.ts and by every test through app.inject. Closing the app closes the context. */
+export async function buildApp(ctx: Context): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: ctx.log as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
+    genReqId: requestIdFromHeaders,
+    bodyLimit: ctx.config.bodyLimitBytes,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    routerOptions: { ignoreTrailingSlash: true },
+  }) as unknown as FastifyInstance;
+  app.setValidatorCompiler(validatorCompiler);
+  app.decorateRequest('requestId', '');
+  app.decorateRequest('principal', null);
+  app.decorateRequest('auditResource', null);
+  app.decorateRequest('auditActor', null);
+  app.addHook('onRequest', async (request) => {
+    request.requestId = request.id;
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info({ method: request.method, url: request.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+  });
+  app.addHook('onClose', async () => ctx.close());
+
+  registerJsonParser(app);
+  registerRequestId(app);
+  registerErrorHandling(app, ctx.config.bodyLimitBytes);
+  registerAuditHook(app, ctx.services.audit);
+
+  await app.register(cookie);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Waygate',
+        version: '1.0.0',
+        description: 'Client API (/api/client/v1, API token), dashboard API (/api, session) and health probes.',
+      },
+      components: {
+        securitySchemes: {
+          bearer: { type: 'http', scheme: 'bearer', description: 'API token (wgt_...)' },
+          session: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'Session JWT from POST /api/auth/login, or the waygate_session cookie' },
+        },
+      },
+    },
+  });
+
+  const options = { ctx };
+  await app.register(healthRoutes, options);
+  await app.register(openapiRoutes);
+  await app.register(authRoutes, options);
+  await app.register(tenantRoutes, options);
+  await app.register(projectRoutes, options);
+  await app.register(userRoutes, options);
+  await app.register(tokenRoutes, options);
+  await app.register(auditRoutes, options);
+  await app.ready();
+  return app;
+}

@@ -1,0 +1,119 @@
+import type { Selectable } from 'kysely';
+import type { AuditEventsTable, Db } from '../../db/types.js';
+
+export interface AuditEvent {
+  id: string;
+  tenantId: string | null;
+  projectId: string | null;
+  requestId: string | null;
+  actorType: 'user' | 'api_token' | 'system';
+  actorUserId: string | null;
+  apiTokenId: string | null;
+  service: string;
+  action: string;
+  method: string;
+  path: string;
+  statusCode: number;
+  outcome: 'success' | 'failure' | 'denied';
+  ipAddress: string | null;
+  userAgent: string | null;
+  resourceType: string | null;
+  resourceId: string | null;
+  createdAt: number;
+}
+
+export interface AuditFilter {
+  action?: string;
+  actorUserId?: string;
+  from?: number;
+  to?: number;
+  method?: string;
+  outcome?: AuditEvent['outcome'];
+  q?: string;
+  service?: string;
+  limit: number;
+  skip: number;
+}
+
+function toEvent(row: Selectable<AuditEventsTable>): AuditEvent {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    projectId: row.project_id,
+    requestId: row.request_id,
+    actorType: row.actor_type as AuditEvent['actorType'],
+    actorUserId: row.actor_user_id,
+    apiTokenId: row.api_token_id,
+    service: row.service,
+    action: row.action,
+    method: row.method,
+    path: row.path,
+    statusCode: row.status_code,
+    outcome: row.outcome as AuditEvent['outcome'],
+    ipAddress: row.ip_address,
+    userAgent: row.user_agent,
+    resourceType: row.resource_type,
+    resourceId: row.resource_id,
+    createdAt: row.created_at,
+  };
+}
+
+/** LIKE pattern for a literal substring: the wildcards in user text are escaped. */
+function containsPattern(text: string): string {
+  return `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+const SEARCHED_COLUMNS = ['action', 'service', 'path', 'actor_type', 'actor_user_id', 'api_token_id', 'resource_id', 'request_id'] as const;
+
+export class AuditStore {
+  constructor(private readonly db: Db) {}
+
+  async insertMany(events: AuditEvent[]): Promise<void> {
+    if (events.length === 0) return;
+    await this.db
+      .insertInto('audit_events')
+      .values(
+        events.map((e) => ({
+          id: e.id,
+          tenant_id: e.tenantId,
+          project_id: e.projectId,
+          request_id: e.requestId,
+          actor_type: e.actorType,
+          actor_user_id: e.actorUserId,
+          api_token_id: e.apiTokenId,
+          service: e.service,
+          action: e.action,
+          method: e.method,
+          path: e.path,
+          status_code: e.statusCode,
+          outcome: e.outcome,
+          ip_address: e.ipAddress,
+          user_agent: e.userAgent,
+          resource_type: e.resourceType,
+          resource_id: e.resourceId,
+          created_at: e.createdAt,
+        })),
+      )
+      .execute();
+  }
+
+  /** Tenant-wide, newest first. */
+  async list(tenantId: string, filter: AuditFilter): Promise<AuditEvent[]> {
+    let query = this.db.selectFrom('audit_events').selectAll().where('tenant_id', '=', tenantId);
+    if (filter.action !== undefined) query = query.where('action', '=', filter.action);
+    if (filter.actorUserId !== undefined) query = query.where('actor_user_id', '=', filter.actorUserId);
+    if (filter.from !== undefined) query = query.where('created_at', '>=', filter.from);
+    if (filter.to !== undefined) query = query.where('created_at', '<=', filter.to);
+    if (filter.method !== undefined) query = query.where('method', '=', filter.method);
+    if (filter.outcome !== undefined) query = query.where('outcome', '=', filter.outcome);
+    if (filter.service !== undefined) query = query.where('service', '=', filter.service);
+    if (filter.q !== undefined) {
+      const pattern = containsPattern(filter.q);
+      query = query.where((eb) =>
+        eb.or(SEARCHED_COLUMNS.map((column) => eb(eb.fn('lower', [eb.fn.coalesce(column, eb.val(''))]), 'like', eb.val(pattern)))),
+      );
+    }
+    const rows = await query.orderBy('created_at', 'desc').orderBy('seq', 'desc').limit(filter.limit).offset(filter.skip).execute();
+    return rows.map(toEvent);
+  }
+}

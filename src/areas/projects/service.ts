@@ -1,0 +1,37 @@
+import { ERRORS } from '../../http/errors.js';
+import { newId, slugify } from '../../platform/ids.js';
+import type { ProjectRecord, ProjectStore } from './store.js';
+
+export class ProjectService {
+  constructor(private readonly store: ProjectStore) {}
+
+  list(tenantId: string): Promise<ProjectRecord[]> {
+    return this.store.list(tenantId);
+  }
+
+  /** A project of this tenant by id or key; another tenant's project is answered as missing. */
+  async require(tenantId: string, idOrKey: string): Promise<ProjectRecord> {
+    const project = await this.store.find(tenantId, idOrKey);
+    if (!project) throw ERRORS.notFound('Project', idOrKey);
+    return project;
+  }
+
+  find(tenantId: string, idOrKey: string): Promise<ProjectRecord | null> {
+    return this.store.find(tenantId, idOrKey);
+  }
+
+  async create(tenantId: string, input: { name: string; key?: string }, store = this.store): Promise<ProjectRecord> {
+    const key = input.key ?? slugify(input.name);
+    if (!/^[a-z0-9][a-z0-9-]{0,47}$/.test(key)) {
+      throw ERRORS.validation('key must be 1-48 lower-case letters, digits or dashes (derived from name when omitted)');
+    }
+    if (await store.find(tenantId, key)) throw ERRORS.conflict(`A project with key "${key}" already exists`);
+    const project: ProjectRecord = { id: newId('prj'), tenantId, key, name: input.name, createdAt: Date.now() };
+    await store.insert(project);
+    return project;
+  }
+}
+
+export function projectView(project: ProjectRecord) {
+  return { id: project.id, key: project.key, name: project.name, createdAt: new Date(project.createdAt).toISOString() };
+}

@@ -1,0 +1,158 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { ERRORS } from '../../http/errors.js';
+import type { Principal } from '../../http/principal.js';
+import { roleAtLeast, type PermissionMap, type Role } from '../../http/rbac.js';
+import { newId } from '../../platform/ids.js';
+import type { ProjectService } from '../projects/service.js';
+import type { TokenBudget, TokenRateLimit, TokenRecord, TokenStore } from './store.js';
+
+export const TOKEN_PREFIX = 'wgt_';
+/** Authenticated tokens are remembered this long; revocation on this instance clears the entry at once. */
+const CACHE_TTL_MS = 30_000;
+const CACHE_MAX_ENTRIES = 10_000;
+
+export interface CreateTokenInput {
+  name: string;
+  projectId: string | null;
+  role: Role;
+  permissions?: PermissionMap;
+  grants?: string[];
+  expiresAt?: string;
+  budget?: TokenBudget;
+  rateLimit?: TokenRateLimit;
+}
+
+/** Who creates a token: a dashboard user, or the system (bootstrap, CLI). */
+export type TokenCreator = { kind: 'system'; tenantId: string } | Extract<Principal, { kind: 'user' }>;
+
+export function hashToken(value: string): string {
+  return createHash('sha256').update(value).digest('hex');
+}
+
+export function generateTokenValue(): string {
+  return TOKEN_PREFIX + randomBytes(32).toString('base64url');
+}
+
+interface CachedToken {
+  record: TokenRecord;
+  until: number;
+}
+
+export class TokenService {
+  private readonly cache = new Map<string, CachedToken>();
+
+  constructor(private readonly store: TokenStore, private readonly projects: ProjectService) {}
+
+  /** Creates a token and returns its value; the value is never stored or shown again. */
+  async create(creator: TokenCreator, input: CreateTokenInput, value = generateTokenValue()): Promise<{ token: TokenRecord; value: string }> {
+    if (creator.kind === 'user') {
+      if (!roleAtLeast(creator.role, input.role)) throw ERRORS.forbidden(`A ${creator.role} cannot create a token with role ${input.role}`);
+      if ((input.grants?.length ?? 0) > 0 && !roleAtLeast(creator.role, 'admin')) {
+        throw ERRORS.forbidden('Only owners and admins can give a token grants');
+      }
+    }
+    if (input.projectId !== null) await this.projects.require(creator.tenantId, input.projectId);
+    const expiresAt = input.expiresAt === undefined ? null : Date.parse(input.expiresAt);
+    if (expiresAt !== null && (Number.isNaN(expiresAt) || expiresAt <= Date.now())) {
+      throw ERRORS.validation('expiresAt must be an ISO 8601 date-time in the future');
+    }
+    const token: TokenRecord = {
+      id: newId('tok'),
+      tenantId: creator.tenantId,
+      projectId: input.projectId,
+      name: input.name,
+      role: input.role,
+      permissions: input.permissions ?? null,
+      grants: [...new Set(input.grants ?? [])],
+      displayPrefix: value.slice(0, TOKEN_PREFIX.length + 8),
+      expiresAt,
+      revokedAt: null,
+      budget: input.budget ?? null,
+      rateLimit: input.rateLimit ?? null,
+      createdByUserId: creator.kind === 'user' ? creator.userId : null,
+      createdAt: Date.now(),
+    };
+    await this.store.insert({ ...token, tokenHash: hashToken(value) });
+    return { token, value };
+  }
+
+  /** The principal for a presented token value, or null when it is unknown, revoked or expired. */
+  async authenticate(value: string): Promise<Principal | null> {
+    if (!value.startsWith(TOKEN_PREFIX)) return null;
+    const hash = hashToken(value);
+    const now = Date.now();
+    let record = this.fromCache(hash, now);
+    if (!record) {
+      record = await this.store.findByHash(hash);
+      if (!record) return null;
+      this.remember(hash, record, now);
+    }
+    if (record.revokedAt !== null || (record.expiresAt !== null && record.expiresAt <= now)) return null;
+    return {
+      kind: 'api_token',
+      tenantId: record.tenantId,
+      projectId: record.projectId,
+      tokenId: record.id,
+      role: record.role,
+      permissions: record.permissions,
+      grants: record.grants,
+      userId: record.createdByUserId,
+    };
+  }
+
+  async list(actor: Extract<Principal, { kind: 'user' }>): Promise<TokenRecord[]> {
+    // Owners and admins manage every token of the tenant; others see the tokens they created.
+    return this.store.list(actor.tenantId, roleAtLeast(actor.role, 'admin') ? undefined : actor.userId);
+  }
+
+  async listAll(tenantId: string): Promise<TokenRecord[]> {
+    return this.store.list(tenantId);
+  }
+
+  async revoke(actor: TokenCreator, id: string): Promise<TokenRecord> {
+    const token = await this.store.findById(actor.tenantId, id);
+    const visible = token && (actor.kind === 'system' || roleAtLeast(actor.role, 'admin') || token.createdByUserId === actor.userId);
+    if (!token || !visible) throw ERRORS.notFound('Token', id);
+    if (token.revokedAt === null) {
+      token.revokedAt = Date.now();
+      await this.store.revoke(actor.tenantId, id, token.revokedAt);
+    }
+    const hash = await this.store.hashOf(actor.tenantId, id);
+    if (hash) this.cache.delete(hash);
+    return token;
+  }
+
+  private fromCache(hash: string, now: number): TokenRecord | null {
+    const hit = this.cache.get(hash);
+    if (!hit) return null;
+    if (hit.until <= now) {
+      this.cache.delete(hash);
+      return null;
+    }
+    return hit.record;
+  }
+
+  private remember(hash: string, record: TokenRecord, now: number): void {
+    if (this.cache.size >= CACHE_MAX_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
+    this.cache.set(hash, { record, until: now + CACHE_TTL_MS });
+  }
+}
+
+/** The public view of a token: never the value or its hash. */
+export function tokenView(token: TokenRecord) {
+  return {
+    id: token.id,
+    name: token.name,
+    projectId: token.projectId,
+    role: token.role,
+    permissions: token.permissions,
+    grants: token.grants,
+    prefix: token.displayPrefix,
+    expiresAt: token.expiresAt === null ? null : new Date(token.expiresAt).toISOString(),
+    revokedAt: token.revokedAt === null ? null : new Date(token.revokedAt).toISOString(),
+    budget: token.budget,
+    rateLimit: token.rateLimit,
+    createdByUserId: token.createdByUserId,
+    createdAt: new Date(token.createdAt).toISOString(),
+  };
+}

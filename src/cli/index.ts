@@ -1,0 +1,113 @@
+import { parseArgs } from 'node:util';
+import pino from 'pino';
+import { tokenView } from '../areas/tokens/service.js';
+import { ConfigError, loadConfig } from '../config.js';
+import { createContext, type Context } from '../context.js';
+import { ROLES, type Role } from '../http/rbac.js';
+import { readPublicKeyPem, verifyLicence } from '../platform/licence.js';
+import { serve } from '../main.js';
+
+const HELP: Record<string, string> = {
+  main: `Usage: waygate <command> [options]
+
+Commands:
+  serve                     Run the gateway (same as npm start)
+  init                      Create the database, tenant, project and admin without serving; prints JSON
+  tokens create|list|revoke Manage API tokens of the default tenant
+  license inspect           Show the configured licence and whether it verifies
+
+Configuration comes from the environment (see README). Every command takes --help.`,
+  serve: `Usage: waygate serve\n\nRuns Waygate until SIGTERM or SIGINT. Configured by environment variables (PORT, HOST, DATABASE_URL, ...).`,
+  init: `Usage: waygate init\n\nApplies migrations and creates tenant "default", project "default" and the instance admin (and the\nWAYGATE_BOOTSTRAP_TOKEN token when set). Prints JSON; the generated admin password appears only on the first run.`,
+  tokens: `Usage: waygate tokens <create|list|revoke> [options]
+
+  create --name NAME [--project KEY|--no-project] [--role owner|admin|member|viewer] [--expires ISO8601]
+         Prints JSON {token, value}; the value is shown only here.
+  list   Prints JSON {tokens} of the default tenant (never values).
+  revoke --id TOKEN_ID`,
+  license: `Usage: waygate license inspect\n\nVerifies WAYGATE_LICENSE against the built-in key or WAYGATE_LICENSE_PUBLIC_KEY and prints its claims as JSON.`,
+};
+
+function print(value: unknown): void {
+  process.stdout.write(JSON.stringify(value, null, 2) + '\n');
+}
+
+class UsageError extends Error {}
+
+async function withContext<T>(fn: (ctx: Context) => Promise<T>): Promise<T> {
+  const ctx = await createContext(loadConfig(), { logger: pino({ level: 'warn' }, process.stderr) });
+  try {
+    return await fn(ctx);
+  } finally {
+    await ctx.close();
+  }
+}
+
+async function tokensCommand(sub: string | undefined, args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      name: { type: 'string' },
+      project: { type: 'string' },
+      'no-project': { type: 'boolean' },
+      role: { type: 'string' },
+      expires: { type: 'string' },
+      id: { type: 'string' },
+    },
+  });
+  await withContext(async (ctx) => {
+    const tenantId = ctx.bootstrap.tenantId;
+    const { tokens, projects } = ctx.services;
+    if (sub === 'list') return print({ tokens: (await tokens.listAll(tenantId)).map(tokenView) });
+    if (sub === 'revoke') {
+      if (!values.id) throw new UsageError('tokens revoke needs --id');
+      return print({ token: tokenView(await tokens.revoke({ kind: 'system', tenantId }, values.id)) });
+    }
+    if (sub === 'create') {
+      if (!values.name) throw new UsageError('tokens create needs --name');
+      const role = (values.role ?? 'member') as Role;
+      if (!ROLES.includes(role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`);
+      const projectId = values['no-project'] ? null : (await projects.require(tenantId, values.project ?? 'default')).id;
+      const { token, value } = await tokens.create({ kind: 'system', tenantId }, { name: values.name, projectId, role, expiresAt: values.expires });
+      return print({ token: tokenView(token), value });
+    }
+    throw new UsageError(HELP.tokens!);
+  });
+}
+
+async function inspectLicence(): Promise<void> {
+  const config = loadConfig();
+  const licence = await verifyLicence(config.license, readPublicKeyPem(config.licensePublicKey));
+  const exp = licence.claims?.exp;
+  print({ state: licence.state, error: licence.error, ...licence.claims, expiresAt: exp ? new Date(exp * 1000).toISOString() : null });
+}
+
+export async function runCli(argv: string[]): Promise<void> {
+  const [command, sub, ...rest] = argv;
+  const wantsHelp = argv.includes('--help') || argv.includes('-h');
+  if (!command || command === 'help' || (wantsHelp && !HELP[command])) return void process.stdout.write(HELP.main + '\n');
+  if (wantsHelp) return void process.stdout.write(HELP[command] + '\n');
+  switch (command) {
+    case 'serve':
+      return serve();
+    case 'init':
+      return withContext(async (ctx) => print({ ...ctx.bootstrap, database: ctx.database.dialect, dataDir: ctx.config.dataDir }));
+    case 'tokens':
+      return tokensCommand(sub, rest);
+    case 'license':
+      if (sub !== 'inspect') throw new UsageError(HELP.license!);
+      return inspectLicence();
+    default:
+      throw new UsageError(`Unknown command "${command}".\n\n${HELP.main}`);
+  }
+}
+
+runCli(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof UsageError || err instanceof ConfigError) {
+    process.stderr.write(err.message + '\n');
+    process.exit(2);
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  process.stderr.write(`waygate: ${message}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,127 @@
+import path from 'node:path';
+
+/** Where the data lives: an embedded SQLite file or a PostgreSQL server. */
+export type DatabaseTarget = { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string };
+
+export interface Config {
+  port: number;
+  host: string;
+  database: DatabaseTarget;
+  dataDir: string;
+  redisUrl: string | undefined;
+  secretKey: string | undefined;
+  sessionSecret: string | undefined;
+  adminEmail: string;
+  adminPassword: string | undefined;
+  bootstrapToken: string | undefined;
+  license: string | undefined;
+  licensePublicKey: string | undefined;
+  healthEndpointEnabled: boolean;
+  bodyLimitBytes: number;
+  logLevel: string;
+  /** Failed logins allowed per email+address in `loginWindowSeconds` before 429. */
+  loginMaxAttempts: number;
+  loginWindowSeconds: number;
+  sessionTtlSeconds: number;
+}
+
+/** A bad environment variable: the message is one line that names it. */
+export class ConfigError extends Error {
+  constructor(variable: string, problem: string) {
+    super(`Invalid configuration: ${variable} ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function text(env: Env, name: string): string | undefined {
+  const value = env[name]?.trim();
+  return value === undefined || value === '' ? undefined : value;
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function boolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = text(env, name)?.toLowerCase();
+  if (raw === undefined) return fallback;
+  if (['true', '1', 'yes', 'on'].includes(raw)) return true;
+  if (['false', '0', 'no', 'off'].includes(raw)) return false;
+  throw new ConfigError(name, `must be true or false, got "${raw}"`);
+}
+
+function databaseTarget(raw: string | undefined, dataDir: string): DatabaseTarget {
+  if (raw === undefined) return { kind: 'sqlite', file: path.join(dataDir, 'waygate.db') };
+  if (raw.startsWith('postgres://') || raw.startsWith('postgresql://')) {
+    try {
+      new URL(raw);
+    } catch {
+      throw new ConfigError('DATABASE_URL', 'is not a valid postgres:// URL');
+    }
+    return { kind: 'postgres', url: raw };
+  }
+  if (raw.startsWith('sqlite:')) {
+    const file = raw.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
+    if (file === '') throw new ConfigError('DATABASE_URL', 'names no SQLite file (use sqlite:./data/waygate.db)');
+    return { kind: 'sqlite', file: file === ':memory:' ? file : path.resolve(file) };
+  }
+  throw new ConfigError('DATABASE_URL', 'must start with sqlite: or postgres://');
+}
+
+/** Reads the environment once into a typed, validated config; throws ConfigError naming the bad variable. */
+export function loadConfig(env: Env = process.env): Config {
+  const dataDir = path.resolve(text(env, 'WAYGATE_DATA_DIR') ?? './data');
+  const bootstrapToken = text(env, 'WAYGATE_BOOTSTRAP_TOKEN');
+  if (bootstrapToken !== undefined && !/^wgt_[A-Za-z0-9_-]{16,}$/.test(bootstrapToken)) {
+    throw new ConfigError('WAYGATE_BOOTSTRAP_TOKEN', 'must start with wgt_ followed by at least 16 base64url characters');
+  }
+  const adminEmail = text(env, 'WAYGATE_ADMIN_EMAIL') ?? 'admin@localhost';
+  if (!/^[^\s@]+@[^\s@]+$/.test(adminEmail)) throw new ConfigError('WAYGATE_ADMIN_EMAIL', 'is not an email address');
+  const adminPassword = text(env, 'WAYGATE_ADMIN_PASSWORD');
+  if (adminPassword !== undefined && adminPassword.length < 8) {
+    throw new ConfigError('WAYGATE_ADMIN_PASSWORD', 'must be at least 8 characters');
+  }
+  const redisUrl = text(env, 'REDIS_URL');
+  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) {
+    throw new ConfigError('REDIS_URL', 'must start with redis:// or rediss://');
+  }
+  const secretKey = text(env, 'WAYGATE_SECRET_KEY');
+  if (secretKey !== undefined && secretKey.length < 32) {
+    throw new ConfigError('WAYGATE_SECRET_KEY', 'must be at least 32 characters');
+  }
+  const sessionSecret = text(env, 'WAYGATE_SESSION_SECRET');
+  if (sessionSecret !== undefined && sessionSecret.length < 32) {
+    throw new ConfigError('WAYGATE_SESSION_SECRET', 'must be at least 32 characters');
+  }
+  const logLevel = text(env, 'LOG_LEVEL') ?? 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
+    throw new ConfigError('LOG_LEVEL', `must be one of fatal, error, warn, info, debug, trace, silent, got "${logLevel}"`);
+  }
+  return {
+    port: integer(env, 'PORT', 8080, 0, 65535),
+    host: text(env, 'HOST') ?? '127.0.0.1',
+    database: databaseTarget(text(env, 'DATABASE_URL'), dataDir),
+    dataDir,
+    redisUrl,
+    secretKey,
+    sessionSecret,
+    adminEmail: adminEmail.toLowerCase(),
+    adminPassword,
+    bootstrapToken,
+    license: text(env, 'WAYGATE_LICENSE'),
+    licensePublicKey: text(env, 'WAYGATE_LICENSE_PUBLIC_KEY'),
+    healthEndpointEnabled: boolean(env, 'HEALTH_ENDPOINT_ENABLED', true),
+    bodyLimitBytes: integer(env, 'WAYGATE_BODY_LIMIT_BYTES', 10 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    logLevel,
+    loginMaxAttempts: integer(env, 'WAYGATE_LOGIN_MAX_ATTEMPTS', 10, 1, 1_000_000),
+    loginWindowSeconds: integer(env, 'WAYGATE_LOGIN_WINDOW_SECONDS', 900, 1, 86_400),
+    sessionTtlSeconds: integer(env, 'WAYGATE_SESSION_TTL_SECONDS', 43_200, 60, 2_592_000),
+  };
+}

@@ -1,0 +1,108 @@
+import path from 'node:path';
+import pino, { type Logger } from 'pino';
+import { AuditService } from './areas/audit/service.js';
+import { AuditStore } from './areas/audit/store.js';
+import { AuthService } from './areas/auth/service.js';
+import { ProjectService } from './areas/projects/service.js';
+import { ProjectStore } from './areas/projects/store.js';
+import { TenantService, type BootstrapResult } from './areas/tenants/service.js';
+import { TenantStore } from './areas/tenants/store.js';
+import { TokenService } from './areas/tokens/service.js';
+import { TokenStore } from './areas/tokens/store.js';
+import { UserService } from './areas/users/service.js';
+import { UserStore } from './areas/users/store.js';
+import type { Config } from './config.js';
+import { openDatabase, type DatabaseHandle } from './db/index.js';
+import { migrateToLatest } from './db/migrate.js';
+import { createCache, type Cache } from './platform/cache.js';
+import { HealthRegistry } from './platform/health.js';
+import { readPublicKeyPem, verifyLicence, type Licence } from './platform/licence.js';
+import { loadOrCreateSecret, SecretBox } from './platform/secrets.js';
+
+/** Everything a running Waygate holds: built once at start, shared by the HTTP app, the CLI and workers. */
+export interface Context {
+  config: Config;
+  log: Logger;
+  database: DatabaseHandle;
+  cache: Cache;
+  secrets: SecretBox;
+  licence: Licence;
+  health: HealthRegistry;
+  bootstrap: BootstrapResult;
+  services: {
+    audit: AuditService;
+    auth: AuthService;
+    projects: ProjectService;
+    tenants: TenantService;
+    tokens: TokenService;
+    users: UserService;
+  };
+  close(): Promise<void>;
+}
+
+export interface ContextOptions {
+  logger?: Logger;
+  /** Redis key prefix; tests give each run its own. */
+  cachePrefix?: string;
+}
+
+export async function createContext(config: Config, options: ContextOptions = {}): Promise<Context> {
+  const log = options.logger ?? pino({ level: config.logLevel });
+  const database = openDatabase(config.database);
+  let cache: Cache | undefined;
+  try {
+    await migrateToLatest(database.db, database.dialect);
+    cache = createCache(config.redisUrl, options.cachePrefix);
+    const secrets = new SecretBox(loadOrCreateSecret(config.secretKey, config.dataDir, 'secret.key'));
+    const sessionSecret = loadOrCreateSecret(config.sessionSecret, config.dataDir, 'session.key');
+    const licence = await verifyLicence(config.license, readPublicKeyPem(config.licensePublicKey));
+    if (licence.state === 'invalid' || licence.state === 'expired') log.warn({ licence: licence.state, reason: licence.error }, 'licence not in force');
+
+    const { db } = database;
+    const tokenStore = new TokenStore(db, database.dialect);
+    const projects = new ProjectService(new ProjectStore(db));
+    const users = new UserService(new UserStore(db));
+    const tokens = new TokenService(tokenStore, projects);
+    const tenants = new TenantService(db, new TenantStore(db), projects, users, tokens, tokenStore);
+    const auth = new AuthService({ ...config, sessionSecret }, users, projects, cache);
+    const audit = new AuditService(new AuditStore(db), log);
+    const bootstrap = await tenants.bootstrap(config);
+
+    const health = new HealthRegistry();
+    health.register(database.dialect, async () => {
+      await database.ping();
+      return { status: 'ok', details: database.dialect === 'sqlite' ? { file: path.basename(config.database.kind === 'sqlite' ? config.database.file : '') } : {} };
+    });
+    const healthCache = cache;
+    health.register('cache', async () => {
+      const key = `health:${process.pid}`;
+      const value = String(Date.now());
+      await healthCache.set(key, value, 10_000);
+      const read = await healthCache.get(key);
+      if (read !== value) return { status: 'degraded', message: 'cache read back a different value', details: { kind: healthCache.kind } };
+      return { status: 'ok', details: { kind: healthCache.kind } };
+    });
+
+    const closeCache = cache;
+    return {
+      config,
+      log,
+      database,
+      cache,
+      secrets,
+      licence,
+      health,
+      bootstrap,
+      services: { audit, auth, projects, tenants, tokens, users },
+      async close() {
+        await audit.close();
+        await closeCache.close();
+        await database.close();
+      },
+    };
+  } catch (err) {
+    await cache?.close();
+    await database.close();
+    throw err;
+  }
+}

@@ -1,0 +1,57 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { AuditService } from '../areas/audit/service.js';
+import type { AuditEvent } from '../areas/audit/store.js';
+import { newId } from '../platform/ids.js';
+import { operationIdOf } from './guards.js';
+import { ROUTE_PERMISSIONS } from './rbac.js';
+
+const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+function outcomeOf(statusCode: number): AuditEvent['outcome'] {
+  if (statusCode === 403) return 'denied';
+  return statusCode < 400 ? 'success' : 'failure';
+}
+
+/** Path params that name the touched resource when the handler did not say. */
+function resourceFromParams(request: FastifyRequest): string | null {
+  const params = request.params as Record<string, string> | undefined;
+  if (!params) return null;
+  return params.id ?? params.key ?? Object.values(params)[0] ?? null;
+}
+
+/**
+ * Every state-changing request, auth failure and permission denial on a routed API path becomes one
+ * sanitized event: who, what, where and the outcome. Never a header value, a token, a password or a body.
+ */
+export function registerAuditHook(app: FastifyInstance, audit: AuditService): void {
+  app.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {
+    const statusCode = reply.statusCode;
+    const operationId = operationIdOf(request);
+    if (!operationId) return; // unrouted (404) and undocumented internal routes
+    if (!STATE_CHANGING.has(request.method) && statusCode !== 401 && statusCode !== 403) return;
+    const principal = request.principal;
+    const [area] = operationId.split('.');
+    const path = request.url.split('?')[0] ?? request.url;
+    const userAgent = request.headers['user-agent'];
+    audit.record({
+      id: newId('aud'),
+      tenantId: principal?.tenantId ?? request.auditActor?.tenantId ?? null,
+      projectId: principal?.projectId ?? null,
+      requestId: request.requestId,
+      actorType: principal?.kind ?? (request.auditActor ? 'user' : 'system'),
+      actorUserId: principal?.kind === 'user' ? principal.userId : (principal?.userId ?? request.auditActor?.userId ?? null),
+      apiTokenId: principal?.kind === 'api_token' ? principal.tokenId : null,
+      service: ROUTE_PERMISSIONS[operationId]?.service ?? area ?? 'unknown',
+      action: operationId,
+      method: request.method,
+      path: path.slice(0, 512),
+      statusCode,
+      outcome: outcomeOf(statusCode),
+      ipAddress: request.ip ?? null,
+      userAgent: typeof userAgent === 'string' ? userAgent.slice(0, 256) : null,
+      resourceType: request.auditResource?.type ?? null,
+      resourceId: request.auditResource?.id ?? resourceFromParams(request),
+      createdAt: Date.now(),
+    });
+  });
+}

@@ -1,0 +1,37 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { AppError, ERRORS } from './errors.js';
+import { formatValidationError } from './validation.js';
+
+/** Maps what Fastify itself throws (parsing, limits, validation) onto the catalogue. */
+function toAppError(error: FastifyError, bodyLimit: number): AppError {
+  if (error instanceof AppError) return error;
+  if (error.validation) return ERRORS.validation(formatValidationError(error.validation, error.validationContext ?? 'body'));
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return ERRORS.bodyTooLarge(bodyLimit);
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return ERRORS.unsupportedMediaType(String(error.message.split(': ').pop() ?? ''));
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return ERRORS.malformedJson(error.message);
+  }
+  if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
+    return new AppError(error.statusCode, 'invalid_request_error', error.message, error.code);
+  }
+  return ERRORS.internal();
+}
+
+export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const appError = toAppError(error, bodyLimit);
+    if (appError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+    void reply
+      .status(appError.statusCode)
+      .headers(appError.headers)
+      .send({ error: { message: appError.message, type: appError.type, ...(appError.code ? { code: appError.code } : {}) } });
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const error = ERRORS.routeNotFound(request.method, request.url.split('?')[0] ?? request.url);
+    void reply.status(404).send({ error: { message: error.message, type: error.type, code: error.code } });
+  });
+}

@@ -1,0 +1,54 @@
+/** Error types in OpenAI's vocabulary, which the official SDKs parse. */
+export type ErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'permission_error'
+  | 'not_found_error'
+  | 'conflict_error'
+  | 'request_too_large'
+  | 'rate_limit_error'
+  | 'service_unavailable'
+  | 'server_error';
+
+/** An expected failure with the status and body the client gets: `{ error: { message, type, code? } }`. */
+export class AppError extends Error {
+  constructor(
+    readonly statusCode: number,
+    readonly type: ErrorType,
+    message: string,
+    readonly code?: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = 'AppError';
+  }
+}
+
+/** The one catalogue of errors; handlers and services throw these, the error handler renders them. */
+export const ERRORS = {
+  validation: (message: string) => new AppError(400, 'invalid_request_error', message, 'invalid_request'),
+  malformedJson: (detail: string) => new AppError(400, 'invalid_request_error', `Request body is not valid JSON: ${detail}`, 'invalid_json'),
+  unsupportedMediaType: (type: string) =>
+    new AppError(415, 'invalid_request_error', `Unsupported Content-Type "${type}"; send application/json`, 'unsupported_media_type'),
+  bodyTooLarge: (limit: number) =>
+    new AppError(413, 'request_too_large', `Request body is larger than the limit of ${limit} bytes`, 'body_too_large'),
+  projectRequired: () =>
+    new AppError(400, 'invalid_request_error', 'This endpoint is project-scoped; use an API token that belongs to a project', 'project_required'),
+  missingToken: () => new AppError(401, 'authentication_error', 'Missing API token: send Authorization: Bearer <token>', 'missing_token'),
+  invalidToken: () => new AppError(401, 'authentication_error', 'Invalid, revoked or expired API token', 'invalid_token'),
+  notAuthenticated: () => new AppError(401, 'authentication_error', 'Not authenticated: log in and send the session token', 'not_authenticated'),
+  badCredentials: () => new AppError(401, 'authentication_error', 'Invalid email or password', 'invalid_credentials'),
+  forbidden: (message: string) => new AppError(403, 'permission_error', message, 'insufficient_permission'),
+  notLicensed: (feature: string) =>
+    new AppError(403, 'permission_error', `Your licence does not cover the "${feature}" feature`, 'feature_not_licensed'),
+  notFound: (what: string, id: string) => new AppError(404, 'not_found_error', `${what} "${id}" not found`, 'not_found'),
+  routeNotFound: (method: string, url: string) =>
+    new AppError(404, 'not_found_error', `No route for ${method} ${url}`, 'route_not_found'),
+  conflict: (message: string) => new AppError(409, 'conflict_error', message, 'conflict'),
+  tooManyLogins: (retryAfterSeconds: number) =>
+    new AppError(429, 'rate_limit_error', `Too many failed logins; try again in ${retryAfterSeconds} s`, 'login_rate_limited', {
+      'retry-after': String(retryAfterSeconds),
+    }),
+  unavailable: (message: string) => new AppError(503, 'service_unavailable', message, 'unavailable'),
+  internal: () => new AppError(500, 'server_error', 'Internal server error', 'internal_error'),
+};

@@ -1,0 +1,18 @@
+import type { Principal } from './principal.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** From X-Request-Id, the body's request_id, or generated; echoed on every response. */
+    requestId: string;
+    /** Set by the token or session guard of the route's scope. */
+    principal: Principal | null;
+    /** The resource a state-changing request touched, for its audit event. */
+    auditResource: { type: string; id: string } | null;
+    /** The user a request acted as when no session existed yet (login). */
+    auditActor: { tenantId: string; userId: string } | null;
+  }
+  interface FastifyContextConfig {
+    /** Client-API routes are project-scoped unless they say otherwise (audit is tenant-wide). */
+    projectScoped?: boolean;
+  }
+}

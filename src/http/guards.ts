@@ -1,0 +1,86 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { SESSION_COOKIE, type AuthService } from '../areas/auth/service.js';
+import type { TokenService } from '../areas/tokens/service.js';
+import { licenceCovers, type Licence } from '../platform/licence.js';
+import { ERRORS } from './errors.js';
+import type { Principal, ProjectScope } from './principal.js';
+import { authorize, ROUTE_PERMISSIONS } from './rbac.js';
+
+export function operationIdOf(request: FastifyRequest): string | undefined {
+  return (request.routeOptions.schema as { operationId?: string } | undefined)?.operationId;
+}
+
+function bearer(request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization;
+  if (typeof header !== 'string') return undefined;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return match?.[1];
+}
+
+/** Every route of a guarded scope must be in the RBAC table, or start-up fails. */
+function requireRbacEntries(scope: FastifyInstance): void {
+  scope.addHook('onRoute', (route) => {
+    const operationId = (route.schema as { operationId?: string } | undefined)?.operationId;
+    if (!operationId || !ROUTE_PERMISSIONS[operationId]) {
+      throw new Error(`Route ${route.method} ${route.url} needs an operationId listed in ROUTE_PERMISSIONS`);
+    }
+  });
+}
+
+function check(request: FastifyRequest, principal: Principal): void {
+  request.principal = principal;
+  authorize(principal, operationIdOf(request)!);
+  if (request.routeOptions.config.projectScoped !== false && principal.projectId === null) throw ERRORS.projectRequired();
+}
+
+/** Client API: `Authorization: Bearer wgt_...`; 401, then 403 (RBAC), then 400 for a project-less token. */
+export function requireApiToken(scope: FastifyInstance, tokens: TokenService): void {
+  requireRbacEntries(scope);
+  scope.addHook('onRequest', async (request) => {
+    const value = bearer(request);
+    if (value === undefined) throw ERRORS.missingToken();
+    const principal = await tokens.authenticate(value);
+    if (!principal) throw ERRORS.invalidToken();
+    check(request, principal);
+  });
+}
+
+/** Dashboard API: a session JWT as `Authorization: Bearer` or the HttpOnly cookie; 401 without. */
+export function requireSession(scope: FastifyInstance, auth: AuthService): void {
+  requireRbacEntries(scope);
+  scope.addHook('onRequest', async (request) => {
+    const jwt = bearer(request) ?? request.cookies[SESSION_COOKIE];
+    if (!jwt) throw ERRORS.notAuthenticated();
+    const projectHeader = request.headers['x-waygate-project'];
+    const principal = await auth.authenticate(jwt, typeof projectHeader === 'string' ? projectHeader : undefined);
+    if (!principal) throw ERRORS.notAuthenticated();
+    request.principal = principal;
+    authorize(principal, operationIdOf(request)!);
+  });
+}
+
+/** Licence gate for a scope: 403 when the licence does not cover the feature (checked per request, so expiry bites). */
+export function requireFeature(scope: FastifyInstance, licence: Licence, feature: string): void {
+  scope.addHook('onRequest', async () => {
+    if (!licenceCovers(licence, feature)) throw ERRORS.notLicensed(feature);
+  });
+}
+
+/** The caller's project scope; handlers of project-scoped routes call this. */
+export function projectScope(request: FastifyRequest): ProjectScope {
+  const principal = request.principal;
+  if (!principal) throw ERRORS.notAuthenticated();
+  if (principal.projectId === null) throw ERRORS.projectRequired();
+  return { tenantId: principal.tenantId, projectId: principal.projectId };
+}
+
+export function principalOf(request: FastifyRequest): Principal {
+  if (!request.principal) throw ERRORS.notAuthenticated();
+  return request.principal;
+}
+
+export function userOf(request: FastifyRequest): Extract<Principal, { kind: 'user' }> {
+  const principal = principalOf(request);
+  if (principal.kind !== 'user') throw ERRORS.notAuthenticated();
+  return principal;
+}

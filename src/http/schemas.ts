@@ -1,0 +1,35 @@
+import { Type, type TSchema } from '@sinclair/typebox';
+
+export const ErrorBody = Type.Object(
+  {
+    error: Type.Object({
+      message: Type.String(),
+      type: Type.String(),
+      code: Type.Optional(Type.String()),
+    }),
+  },
+  { description: 'Every failure: OpenAI-style error object' },
+);
+
+const ERROR_DESCRIPTIONS: Record<number, string> = {
+  400: 'Invalid request',
+  401: 'Missing or invalid credentials',
+  403: 'Insufficient permission or licence',
+  404: 'Not found',
+  409: 'Conflict',
+  413: 'Body too large',
+  429: 'Too many requests',
+  503: 'Unavailable',
+};
+
+/** Error responses for the OpenAPI description of a route. */
+export function errorResponses(...codes: number[]): Record<number, TSchema> {
+  return Object.fromEntries(codes.map((code) => [code, { ...ErrorBody, description: ERROR_DESCRIPTIONS[code] ?? 'Error' }]));
+}
+
+export const IsoDateTime = Type.String({ format: 'date-time' });
+export const NullableIsoDateTime = Type.Union([IsoDateTime, Type.Null()]);
+export const Name = Type.String({ minLength: 1, maxLength: 200 });
+export const Email = Type.String({ format: 'email', maxLength: 254 });
+export const Password = Type.String({ minLength: 8, maxLength: 256 });
+export const RoleSchema = Type.Union([Type.Literal('owner'), Type.Literal('admin'), Type.Literal('member'), Type.Literal('viewer')]);

@@ -1,0 +1,84 @@
+import { pathToFileURL } from 'node:url';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from './app.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { createContext, type Context } from './context.js';
+
+export interface RunningServer {
+  app: FastifyInstance;
+  ctx: Context;
+  url: string;
+  /** Stop accepting, finish in-flight requests, flush buffers, close the database. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** config -> database -> app -> listen; readiness turns ok only after all of it. */
+export async function startServer(config: Config): Promise<RunningServer> {
+  const ctx = await createContext(config);
+  const app = await buildApp(ctx);
+  const address = await app.listen({ port: config.port, host: config.host });
+  ctx.health.markServing();
+  let stopping: Promise<void> | null = null;
+  return {
+    app,
+    ctx,
+    url: address,
+    stop: () => {
+      stopping ??= (async () => {
+        ctx.health.markStopping();
+        await app.close();
+      })();
+      return stopping;
+    },
+  };
+}
+
+function printBanner(server: RunningServer): void {
+  const { bootstrap, config } = server.ctx;
+  const lines = [
+    `Waygate listening on ${server.url} (database: ${server.ctx.database.dialect}, data: ${config.dataDir})`,
+    `  Client API:   ${server.url}/api/client/v1   (Authorization: Bearer <API token>)`,
+    `  Log in:       POST ${server.url}/api/auth/login {"email":"${bootstrap.adminEmail}","password":...}`,
+  ];
+  if (bootstrap.generatedAdminPassword) {
+    lines.push(`  Admin password (generated, shown only this once): ${bootstrap.generatedAdminPassword}`);
+  }
+  if (bootstrap.bootstrapTokenCreated) lines.push('  Bootstrap API token from WAYGATE_BOOTSTRAP_TOKEN created for project "default".');
+  // Deliberately stdout, not the log: the one-time password must not end up in log storage.
+  process.stdout.write(lines.join('\n') + '\n');
+}
+
+/** `waygate serve` and `npm start`: runs until SIGTERM or SIGINT, then shuts down gracefully. */
+export async function serve(env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(err.message + '\n');
+      process.exit(2);
+    }
+    throw err;
+  }
+  const server = await startServer(config);
+  printBanner(server);
+  const shutdown = (signal: string) => {
+    server.ctx.log.info({ signal }, 'shutting down');
+    server.stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        server.ctx.log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  serve().catch((err: unknown) => {
+    process.stderr.write(`Waygate failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,127 @@
+import { Redis } from 'ioredis';
+
+/**
+ * Shared key/value state with expiry: in-process by default, Redis when REDIS_URL is set so that
+ * several instances see one set of counters (login attempts, later rate limits and budgets).
+ */
+export interface Cache {
+  readonly kind: 'memory' | 'redis';
+  get(key: string): Promise<string | null>;
+  set(key: string, value: string, ttlMs: number): Promise<void>;
+  del(key: string): Promise<void>;
+  /** Adds one and returns the new count; the expiry starts with the first increment of a window. */
+  incr(key: string, ttlMs: number): Promise<{ count: number; ttlMs: number }>;
+  close(): Promise<void>;
+}
+
+interface Entry {
+  value: string;
+  expiresAt: number;
+}
+
+export class MemoryCache implements Cache {
+  readonly kind = 'memory';
+  private readonly entries = new Map<string, Entry>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(private readonly now: () => number = Date.now) {
+    // Expired entries are dropped on read; the sweep bounds memory for keys never read again.
+    this.sweeper = setInterval(() => this.sweep(), 60_000);
+    this.sweeper.unref();
+  }
+
+  private live(key: string): Entry | undefined {
+    const entry = this.entries.get(key);
+    if (entry && entry.expiresAt <= this.now()) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return entry;
+  }
+
+  private sweep(): void {
+    const now = this.now();
+    for (const [key, entry] of this.entries) if (entry.expiresAt <= now) this.entries.delete(key);
+  }
+
+  async get(key: string): Promise<string | null> {
+    return this.live(key)?.value ?? null;
+  }
+
+  async set(key: string, value: string, ttlMs: number): Promise<void> {
+    this.entries.set(key, { value, expiresAt: this.now() + ttlMs });
+  }
+
+  async del(key: string): Promise<void> {
+    this.entries.delete(key);
+  }
+
+  async incr(key: string, ttlMs: number): Promise<{ count: number; ttlMs: number }> {
+    const entry = this.live(key);
+    if (!entry) {
+      this.entries.set(key, { value: '1', expiresAt: this.now() + ttlMs });
+      return { count: 1, ttlMs };
+    }
+    entry.value = String(Number(entry.value) + 1);
+    return { count: Number(entry.value), ttlMs: entry.expiresAt - this.now() };
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+    this.entries.clear();
+  }
+}
+
+export class RedisCache implements Cache {
+  readonly kind = 'redis';
+  private readonly redis: Redis;
+
+  /** `prefix` keeps keys of one deployment (or one test run) apart from everything else in the server. */
+  constructor(url: string, private readonly prefix = 'waygate:') {
+    this.redis = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 2, enableOfflineQueue: true });
+    // Connection errors surface through the failed commands and the health check; this stops the unhandled-event crash.
+    this.redis.on('error', () => undefined);
+  }
+
+  async get(key: string): Promise<string | null> {
+    return this.redis.get(this.prefix + key);
+  }
+
+  async set(key: string, value: string, ttlMs: number): Promise<void> {
+    await this.redis.set(this.prefix + key, value, 'PX', ttlMs);
+  }
+
+  async del(key: string): Promise<void> {
+    await this.redis.del(this.prefix + key);
+  }
+
+  async incr(key: string, ttlMs: number): Promise<{ count: number; ttlMs: number }> {
+    const full = this.prefix + key;
+    // One round trip: increment, set the window's expiry only on its first hit, read what is left.
+    const [[, count], , [, left]] = (await this.redis
+      .multi()
+      .incr(full)
+      .pexpire(full, ttlMs, 'NX')
+      .pttl(full)
+      .exec()) as [[null, number], [null, number], [null, number]];
+    return { count, ttlMs: left > 0 ? left : ttlMs };
+  }
+
+  /** Removes every key under this cache's prefix (test clean-up). */
+  async clearPrefix(): Promise<void> {
+    let cursor = '0';
+    do {
+      const [next, keys] = await this.redis.scan(cursor, 'MATCH', `${this.prefix}*`, 'COUNT', 500);
+      if (keys.length > 0) await this.redis.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+  }
+
+  async close(): Promise<void> {
+    await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+}
+
+export function createCache(redisUrl: string | undefined, prefix?: string): Cache {
+  return redisUrl ? new RedisCache(redisUrl, prefix) : new MemoryCache();
+}

@@ -1,0 +1,28 @@
+import { randomBytes } from 'node:crypto';
+
+const ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
+
+/** Random base32 text of `length` characters (5 bits each, from the CSPRNG). */
+export function randomBase32(length: number): string {
+  const bytes = randomBytes(length);
+  let out = '';
+  for (let i = 0; i < length; i++) out += ALPHABET[bytes[i]! & 31];
+  return out;
+}
+
+/** A resource id: a type prefix and 24 random base32 characters (120 bits), e.g. `tok_...`. */
+export function newId(prefix: string): string {
+  return `${prefix}_${randomBase32(24)}`;
+}
+
+/** Lower-case URL-friendly key from a display name; empty names give an empty string. */
+export function slugify(name: string): string {
+  return name
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 48)
+    .replace(/-+$/, '');
+}
