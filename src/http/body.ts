@@ -16,7 +16,8 @@ function parseJson(_request: FastifyRequest, body: string | Buffer, done: (err: 
  * (many clients send that header on a bodiless POST), and malformed JSON is a clear 400.
  */
 export function registerJsonParser(app: FastifyInstance): void {
-  app.removeContentTypeParser(['application/json']);
+  // Only JSON by default (no text/plain), so other media types get a clear 415; areas add their own parsers.
+  app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJson);
   app.addContentTypeParser(/^application\/[\w.-]+\+json$/, { parseAs: 'string' }, parseJson);
 }

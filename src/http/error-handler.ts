@@ -3,14 +3,14 @@ import { AppError, ERRORS } from './errors.js';
 import { formatValidationError } from './validation.js';
 
 /** Maps what Fastify itself throws (parsing, limits, validation) onto the catalogue. */
-function toAppError(error: FastifyError, bodyLimit: number): AppError {
+function toAppError(error: FastifyError, bodyLimit: number, contentType: string): AppError {
   if (error instanceof AppError) return error;
   if (error.validation) return ERRORS.validation(formatValidationError(error.validation, error.validationContext ?? 'body'));
   switch (error.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return ERRORS.bodyTooLarge(bodyLimit);
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return ERRORS.unsupportedMediaType(String(error.message.split(': ').pop() ?? ''));
+      return ERRORS.unsupportedMediaType(contentType);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return ERRORS.malformedJson(error.message);
@@ -23,7 +23,8 @@ function toAppError(error: FastifyError, bodyLimit: number): AppError {
 
 export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const appError = toAppError(error, bodyLimit);
+    const contentType = String(request.headers['content-type'] ?? '').split(';')[0]!.slice(0, 100);
+    const appError = toAppError(error, bodyLimit, contentType);
     if (appError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
     void reply
       .status(appError.statusCode)

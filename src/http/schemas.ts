@@ -1,4 +1,4 @@
-import { Type, type TSchema } from '@sinclair/typebox';
+import { Type, type TSchema, type TUnsafe } from '@sinclair/typebox';
 
 export const ErrorBody = Type.Object(
   {
@@ -32,4 +32,9 @@ export const NullableIsoDateTime = Type.Union([IsoDateTime, Type.Null()]);
 export const Name = Type.String({ minLength: 1, maxLength: 200 });
 export const Email = Type.String({ format: 'email', maxLength: 254 });
 export const Password = Type.String({ minLength: 8, maxLength: 256 });
-export const RoleSchema = Type.Union([Type.Literal('owner'), Type.Literal('admin'), Type.Literal('member'), Type.Literal('viewer')]);
+/** A string enum as plain JSON Schema `enum`, so a bad value's error lists the allowed ones. */
+export function StringEnum<const T extends readonly string[]>(values: T, options: { description?: string } = {}): TUnsafe<T[number]> {
+  return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
+}
+
+export const RoleSchema = StringEnum(['owner', 'admin', 'member', 'viewer']);

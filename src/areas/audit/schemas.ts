@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { IsoDateTime, errorResponses } from '../../http/schemas.js';
+import { IsoDateTime, StringEnum, errorResponses } from '../../http/schemas.js';
 
 const Nullable = (schema: ReturnType<typeof Type.String>) => Type.Union([schema, Type.Null()]);
 
@@ -8,7 +8,7 @@ export const AuditEventView = Type.Object({
   tenantId: Nullable(Type.String()),
   projectId: Nullable(Type.String()),
   requestId: Nullable(Type.String()),
-  actorType: Type.Union([Type.Literal('user'), Type.Literal('api_token'), Type.Literal('system')]),
+  actorType: StringEnum(['user', 'api_token', 'system']),
   actorUserId: Nullable(Type.String()),
   apiTokenId: Nullable(Type.String()),
   service: Type.String(),
@@ -16,7 +16,7 @@ export const AuditEventView = Type.Object({
   method: Type.String(),
   path: Type.String(),
   statusCode: Type.Integer(),
-  outcome: Type.Union([Type.Literal('success'), Type.Literal('failure'), Type.Literal('denied')]),
+  outcome: StringEnum(['success', 'failure', 'denied']),
   ipAddress: Nullable(Type.String()),
   userAgent: Nullable(Type.String()),
   resourceType: Nullable(Type.String()),

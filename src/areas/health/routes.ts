@@ -1,8 +1,9 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { Context } from '../../context.js';
+import { StringEnum } from '../../http/schemas.js';
 
-const Status = Type.Union([Type.Literal('ok'), Type.Literal('degraded'), Type.Literal('down')]);
+const Status = StringEnum(['ok', 'degraded', 'down']);
 const Report = Type.Object({
   status: Status,
   uptime: Type.Number(),

@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import { GRANTS, SERVICES } from '../../http/rbac.js';
-import { IsoDateTime, Name, NullableIsoDateTime, RoleSchema, errorResponses } from '../../http/schemas.js';
+import { IsoDateTime, Name, NullableIsoDateTime, RoleSchema, StringEnum, errorResponses } from '../../http/schemas.js';
 
-const Level = Type.Union([Type.Literal('none'), Type.Literal('read'), Type.Literal('write')]);
+const Level = StringEnum(['none', 'read', 'write']);
 const GRANTABLE_SERVICES = SERVICES.filter((s) => s !== 'self' && s !== 'auth');
 
 export const PermissionMapSchema = Type.Object(
@@ -14,7 +14,7 @@ export const BudgetSchema = Type.Object(
   {
     maxTokens: Type.Optional(Type.Integer({ minimum: 1 })),
     maxCostUsd: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
-    period: Type.Union([Type.Literal('day'), Type.Literal('month'), Type.Literal('total')]),
+    period: StringEnum(['day', 'month', 'total']),
   },
   { additionalProperties: false, minProperties: 2, description: 'period plus maxTokens and/or maxCostUsd' },
 );
@@ -48,7 +48,7 @@ export const CreateTokenBody = Type.Object(
     }),
     role: RoleSchema,
     permissions: Type.Optional(PermissionMapSchema),
-    grants: Type.Optional(Type.Array(Type.Union(GRANTS.map((g) => Type.Literal(g))), { maxItems: 10 })),
+    grants: Type.Optional(Type.Array(StringEnum(GRANTS), { maxItems: 10 })),
     expiresAt: Type.Optional(IsoDateTime),
     budget: Type.Optional(BudgetSchema),
     rateLimit: Type.Optional(RateLimitSchema),
