@@ -23,6 +23,8 @@ export interface Config {
   loginMaxAttempts: number;
   loginWindowSeconds: number;
   sessionTtlSeconds: number;
+  /** Behind a load balancer: trust X-Forwarded-For (true) or that many proxy hops, for client addresses. */
+  trustProxy: boolean | number;
 }
 
 /** A bad environment variable: the message is one line that names it. */
@@ -55,6 +57,14 @@ function boolean(env: Env, name: string, fallback: boolean): boolean {
   if (['true', '1', 'yes', 'on'].includes(raw)) return true;
   if (['false', '0', 'no', 'off'].includes(raw)) return false;
   throw new ConfigError(name, `must be true or false, got "${raw}"`);
+}
+
+function trustProxy(env: Env): boolean | number {
+  const raw = text(env, 'WAYGATE_TRUST_PROXY')?.toLowerCase();
+  if (raw === undefined || raw === 'false') return false;
+  if (raw === 'true') return true;
+  if (/^\d{1,2}$/.test(raw)) return Number(raw);
+  throw new ConfigError('WAYGATE_TRUST_PROXY', `must be true, false or a number of proxy hops, got "${raw}"`);
 }
 
 function databaseTarget(raw: string | undefined, dataDir: string): DatabaseTarget {
@@ -123,5 +133,6 @@ export function loadConfig(env: Env = process.env): Config {
     loginMaxAttempts: integer(env, 'WAYGATE_LOGIN_MAX_ATTEMPTS', 10, 1, 1_000_000),
     loginWindowSeconds: integer(env, 'WAYGATE_LOGIN_WINDOW_SECONDS', 900, 1, 86_400),
     sessionTtlSeconds: integer(env, 'WAYGATE_SESSION_TTL_SECONDS', 43_200, 60, 2_592_000),
+    trustProxy: trustProxy(env),
   };
 }
