@@ -16,6 +16,11 @@ import { registerErrorHandling } from './http/error-handler.js';
 import { registerRequestId, requestIdFromHeaders } from './http/request-id.js';
 import { validatorCompiler } from './http/validation.js';
 
+/** Trust the nearest `hops` proxies (each hop is an X-Forwarded-For entry). */
+function trustHops(hops: number): (address: string, hop: number) => boolean {
+  return (_address, hop) => hop < hops;
+}
+
 /** The one app factory, used by main.ts and by every test through app.inject. Closing the app closes the context. */
 export async function buildApp(ctx: Context): Promise<FastifyInstance> {
   const app = Fastify({
@@ -23,7 +28,7 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     genReqId: requestIdFromHeaders,
     bodyLimit: ctx.config.bodyLimitBytes,
-    trustProxy: ctx.config.trustProxy,
+    trustProxy: typeof ctx.config.trustProxy === 'number' ? trustHops(ctx.config.trustProxy) : ctx.config.trustProxy,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true },
