@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Migrator, type Migration, type MigrationProvider } from 'kysely';
 import type { Db, Dialect } from './types.js';
 import { migration0001Identity } from './migrations/0001_identity.js';
@@ -9,11 +10,20 @@ function migrations(dialect: Dialect): Record<string, Migration> {
   };
 }
 
+const SQLITE_ATTEMPTS = 3;
+
 export async function migrateToLatest(db: Db, dialect: Dialect): Promise<void> {
   const provider: MigrationProvider = { getMigrations: async () => migrations(dialect) };
   const migrator = new Migrator({ db, provider, migrationTableName: 'waygate_migrations', migrationLockTableName: 'waygate_migrations_lock' });
-  const { error, results } = await migrator.migrateToLatest();
-  if (error) {
+  for (let attempt = 1; ; attempt++) {
+    const { error, results } = await migrator.migrateToLatest();
+    if (!error) return;
+    // Kysely's SQLite migration lock only guards one connection. When two processes start on one file, the loser's
+    // transaction fails after the winner commits; reading the migration table again then finds the work done.
+    if (dialect === 'sqlite' && attempt < SQLITE_ATTEMPTS) {
+      await sleep(50 * attempt);
+      continue;
+    }
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
     throw new Error(`Database migration ${failed} failed: ${error instanceof Error ? error.message : String(error)}`);
   }

@@ -1,0 +1,91 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig, type Config } from '../../src/config.js';
+import { createContext, type Context } from '../../src/context.js';
+import { hashToken } from '../../src/areas/tokens/service.js';
+import { randomBase32 } from '../../src/platform/ids.js';
+import { BACKENDS } from '../helpers/app.js';
+import { createTestDatabase } from '../helpers/postgres.js';
+
+const silent = pino({ level: 'silent' });
+const cleanups: (() => Promise<void>)[] = [];
+
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!();
+});
+
+async function freshConfig(backend: string, env: Record<string, string> = {}): Promise<Config> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'waygate-bootstrap-'));
+  cleanups.push(async () => fs.rmSync(dataDir, { recursive: true, force: true }));
+  let databaseUrl = `sqlite:${path.join(dataDir, 'waygate.db')}`;
+  if (backend === 'postgres') {
+    const database = await createTestDatabase();
+    cleanups.push(database.drop);
+    databaseUrl = database.url;
+  }
+  return loadConfig({ WAYGATE_DATA_DIR: dataDir, DATABASE_URL: databaseUrl, ...env });
+}
+
+async function open(config: Config): Promise<Context> {
+  return createContext(config, { logger: silent });
+}
+
+async function counts(ctx: Context) {
+  const { db } = ctx.database;
+  const count = async (table: 'tenants' | 'projects' | 'users' | 'api_tokens') =>
+    Number((await db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
+  return { tenants: await count('tenants'), projects: await count('projects'), users: await count('users'), tokens: await count('api_tokens') };
+}
+
+describe.each(BACKENDS)('first-start bootstrap on %s', (backend) => {
+  it('creates tenant, project, admin and bootstrap token once; a restart changes nothing', async () => {
+    const bootstrapToken = `wgt_${randomBase32(43)}`;
+    const config = await freshConfig(backend, { WAYGATE_BOOTSTRAP_TOKEN: bootstrapToken });
+
+    const first = await open(config);
+    expect(first.bootstrap.created).toBe(true);
+    expect(first.bootstrap.generatedAdminPassword).toMatch(/^[\w-]{20,}$/);
+    expect(first.bootstrap.bootstrapTokenCreated).toBe(true);
+    const before = await counts(first);
+    expect(before).toEqual({ tenants: 1, projects: 1, users: 1, tokens: 1 });
+    const row = await first.database.db.selectFrom('api_tokens').selectAll().executeTakeFirstOrThrow();
+    expect(row.token_hash).toBe(hashToken(bootstrapToken));
+    expect(row.role).toBe('owner');
+    await first.close();
+
+    const second = await open(config);
+    expect(second.bootstrap.created).toBe(false);
+    expect(second.bootstrap.generatedAdminPassword).toBeNull();
+    expect(second.bootstrap.bootstrapTokenCreated).toBe(false);
+    expect(second.bootstrap.tenantId).toBe(first.bootstrap.tenantId);
+    expect(second.bootstrap.projectId).toBe(first.bootstrap.projectId);
+    expect(await counts(second)).toEqual(before);
+    await second.close();
+  });
+
+  it('uses WAYGATE_ADMIN_PASSWORD instead of generating one, and never stores it in clear', async () => {
+    const config = await freshConfig(backend, { WAYGATE_ADMIN_EMAIL: 'Root@Example.test', WAYGATE_ADMIN_PASSWORD: 'chosen-password-1' });
+    const ctx = await open(config);
+    expect(ctx.bootstrap.generatedAdminPassword).toBeNull();
+    const admin = await ctx.database.db.selectFrom('users').selectAll().executeTakeFirstOrThrow();
+    expect(admin.email).toBe('root@example.test');
+    expect(admin.is_instance_admin).toBe(1);
+    expect(admin.role).toBe('owner');
+    expect(admin.password_hash).not.toContain('chosen-password-1');
+    expect(admin.password_hash.startsWith('scrypt$')).toBe(true);
+    await ctx.close();
+  });
+
+  it('two instances starting together on one database bootstrap exactly once', async () => {
+    const config = await freshConfig(backend);
+    const [a, b] = await Promise.all([open(config), open(config)]);
+    expect(a.bootstrap.tenantId).toBe(b.bootstrap.tenantId);
+    expect([a.bootstrap.created, b.bootstrap.created].filter(Boolean)).toHaveLength(1);
+    expect(await counts(a)).toEqual({ tenants: 1, projects: 1, users: 1, tokens: 0 });
+    await a.close();
+    await b.close();
+  });
+});
