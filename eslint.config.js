@@ -13,4 +13,9 @@ export default tseslint.config(
       'no-console': 'error',
     },
   },
+  {
+    // Tests print skip reasons; benchmarks print their tables.
+    files: ['test/**', 'bench/**'],
+    rules: { 'no-console': 'off' },
+  },
 );

@@ -14,6 +14,7 @@ import { UserStore } from './areas/users/store.js';
 import type { Config } from './config.js';
 import { openDatabase, type DatabaseHandle } from './db/index.js';
 import { migrateToLatest } from './db/migrate.js';
+import { createBus, type Bus } from './platform/bus.js';
 import { createCache, type Cache } from './platform/cache.js';
 import { HealthRegistry } from './platform/health.js';
 import { readPublicKeyPem, verifyLicence, type Licence } from './platform/licence.js';
@@ -25,6 +26,7 @@ export interface Context {
   log: Logger;
   database: DatabaseHandle;
   cache: Cache;
+  bus: Bus;
   secrets: SecretBox;
   licence: Licence;
   health: HealthRegistry;
@@ -50,9 +52,11 @@ export async function createContext(config: Config, options: ContextOptions = {}
   const log = options.logger ?? pino({ level: config.logLevel });
   const database = openDatabase(config.database);
   let cache: Cache | undefined;
+  let bus: Bus | undefined;
   try {
     await migrateToLatest(database.db, database.dialect);
     cache = createCache(config.redisUrl, options.cachePrefix);
+    bus = createBus(config.redisUrl, options.cachePrefix);
     const secrets = new SecretBox(loadOrCreateSecret(config.secretKey, config.dataDir, 'secret.key'));
     const sessionSecret = loadOrCreateSecret(config.sessionSecret, config.dataDir, 'session.key');
     const licence = await verifyLicence(config.license, readPublicKeyPem(config.licensePublicKey));
@@ -62,7 +66,8 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const tokenStore = new TokenStore(db, database.dialect);
     const projects = new ProjectService(new ProjectStore(db));
     const users = new UserService(new UserStore(db));
-    const tokens = new TokenService(tokenStore, projects);
+    const tokens = new TokenService(tokenStore, projects, bus);
+    await tokens.start();
     const tenants = new TenantService(db, new TenantStore(db), projects, users, tokens, tokenStore);
     const auth = new AuthService({ ...config, sessionSecret }, users, projects, cache);
     const audit = new AuditService(new AuditStore(db), log);
@@ -84,11 +89,13 @@ export async function createContext(config: Config, options: ContextOptions = {}
     });
 
     const closeCache = cache;
+    const closeBus = bus;
     return {
       config,
       log,
       database,
       cache,
+      bus,
       secrets,
       licence,
       health,
@@ -96,11 +103,13 @@ export async function createContext(config: Config, options: ContextOptions = {}
       services: { audit, auth, projects, tenants, tokens, users },
       async close() {
         await audit.close();
+        await closeBus.close();
         await closeCache.close();
         await database.close();
       },
     };
   } catch (err) {
+    await bus?.close();
     await cache?.close();
     await database.close();
     throw err;

@@ -2,13 +2,18 @@ import { createHash, randomBytes } from 'node:crypto';
 import { ERRORS } from '../../http/errors.js';
 import type { Principal } from '../../http/principal.js';
 import { roleAtLeast, type PermissionMap, type Role } from '../../http/rbac.js';
+import type { Bus } from '../../platform/bus.js';
 import { newId } from '../../platform/ids.js';
 import type { ProjectService } from '../projects/service.js';
 import type { TokenBudget, TokenRateLimit, TokenRecord, TokenStore } from './store.js';
 
 export const TOKEN_PREFIX = 'wgt_';
-/** Authenticated tokens are remembered this long; revocation on this instance clears the entry at once. */
+/**
+ * Authenticated tokens are remembered this long. A revocation clears the entry at once on every instance
+ * through the bus; the expiry bounds staleness should a notice be lost.
+ */
 const CACHE_TTL_MS = 30_000;
+const REVOKED_TOPIC = 'tokens.revoked';
 const CACHE_MAX_ENTRIES = 10_000;
 
 export interface CreateTokenInput {
@@ -41,7 +46,12 @@ interface CachedToken {
 export class TokenService {
   private readonly cache = new Map<string, CachedToken>();
 
-  constructor(private readonly store: TokenStore, private readonly projects: ProjectService) {}
+  constructor(private readonly store: TokenStore, private readonly projects: ProjectService, private readonly bus: Bus) {}
+
+  /** Starts listening for revocations made on other instances. */
+  async start(): Promise<void> {
+    await this.bus.subscribe(REVOKED_TOPIC, (hash) => this.cache.delete(hash));
+  }
 
   /** Creates a token and returns its value; the value is never stored or shown again. */
   async create(creator: TokenCreator, input: CreateTokenInput, value = generateTokenValue()): Promise<{ token: TokenRecord; value: string }> {
@@ -118,7 +128,10 @@ export class TokenService {
       await this.store.revoke(actor.tenantId, id, token.revokedAt);
     }
     const hash = await this.store.hashOf(actor.tenantId, id);
-    if (hash) this.cache.delete(hash);
+    if (hash) {
+      this.cache.delete(hash);
+      await this.bus.publish(REVOKED_TOPIC, hash);
+    }
     return token;
   }
 

@@ -1,0 +1,66 @@
+import { EventEmitter } from 'node:events';
+import { Redis } from 'ioredis';
+
+export type BusHandler = (message: string) => void;
+
+/**
+ * Fire-and-forget notices between instances (for example "token revoked: drop it from your cache").
+ * In-process by default; Redis pub/sub when REDIS_URL is set. Delivery is best effort: receivers must
+ * also be correct without the notice (caches expire), the notice only makes them correct sooner.
+ */
+export interface Bus {
+  publish(topic: string, message: string): Promise<void>;
+  subscribe(topic: string, handler: BusHandler): Promise<void>;
+  close(): Promise<void>;
+}
+
+export class MemoryBus implements Bus {
+  private readonly emitter = new EventEmitter();
+
+  async publish(topic: string, message: string): Promise<void> {
+    this.emitter.emit(topic, message);
+  }
+
+  async subscribe(topic: string, handler: BusHandler): Promise<void> {
+    this.emitter.on(topic, handler);
+  }
+
+  async close(): Promise<void> {
+    this.emitter.removeAllListeners();
+  }
+}
+
+export class RedisBus implements Bus {
+  private readonly publisher: Redis;
+  private readonly subscriber: Redis;
+  private readonly emitter = new EventEmitter();
+
+  constructor(url: string, private readonly prefix = 'waygate:') {
+    this.publisher = new Redis(url, { maxRetriesPerRequest: 2 });
+    this.subscriber = new Redis(url, { maxRetriesPerRequest: 2 });
+    // Failures show up in the cache health check; these stop ioredis' unhandled-error crash.
+    this.publisher.on('error', () => undefined);
+    this.subscriber.on('error', () => undefined);
+    this.subscriber.on('message', (channel: string, message: string) => {
+      this.emitter.emit(channel.slice(this.prefix.length), message);
+    });
+  }
+
+  async publish(topic: string, message: string): Promise<void> {
+    await this.publisher.publish(this.prefix + topic, message);
+  }
+
+  async subscribe(topic: string, handler: BusHandler): Promise<void> {
+    if (this.emitter.listenerCount(topic) === 0) await this.subscriber.subscribe(this.prefix + topic);
+    this.emitter.on(topic, handler);
+  }
+
+  async close(): Promise<void> {
+    this.emitter.removeAllListeners();
+    await Promise.all([this.publisher, this.subscriber].map((r) => r.quit().catch(() => r.disconnect())));
+  }
+}
+
+export function createBus(redisUrl: string | undefined, prefix?: string): Bus {
+  return redisUrl ? new RedisBus(redisUrl, prefix) : new MemoryBus();
+}

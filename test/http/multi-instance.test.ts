@@ -1,0 +1,93 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createContext } from '../../src/context.js';
+import { RedisCache } from '../../src/platform/cache.js';
+import { randomBase32 } from '../../src/platform/ids.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call } from '../helpers/app.js';
+import { createTestDatabase } from '../helpers/postgres.js';
+import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
+
+const hasRedis = await redisReachable();
+if (!hasRedis) console.warn(`skipping multi-instance tests: no Redis at ${TEST_REDIS_URL}`);
+
+/** Two instances on one database and one Redis key prefix, as in a scaled-out deployment. */
+describe.skipIf(!hasRedis).each(BACKENDS)('two instances sharing %s and Redis', (backend) => {
+  let a: FastifyInstance;
+  let b: FastifyInstance;
+  const prefix = `waygate-test:${randomBase32(10)}:`;
+  const cleanups: (() => Promise<void>)[] = [];
+
+  beforeAll(async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'waygate-multi-'));
+    cleanups.push(async () => fs.rmSync(dataDir, { recursive: true, force: true }));
+    let databaseUrl = `sqlite:${path.join(dataDir, 'waygate.db')}`;
+    if (backend === 'postgres') {
+      const database = await createTestDatabase();
+      cleanups.push(database.drop);
+      databaseUrl = database.url;
+    }
+    const config = loadConfig({
+      WAYGATE_DATA_DIR: dataDir,
+      DATABASE_URL: databaseUrl,
+      REDIS_URL: TEST_REDIS_URL,
+      WAYGATE_ADMIN_EMAIL: ADMIN_EMAIL,
+      WAYGATE_ADMIN_PASSWORD: ADMIN_PASSWORD,
+      WAYGATE_LOGIN_MAX_ATTEMPTS: '3',
+    });
+    const logger = pino({ level: 'silent' });
+    a = await buildApp(await createContext(config, { logger, cachePrefix: prefix }));
+    b = await buildApp(await createContext(config, { logger, cachePrefix: prefix }));
+    cleanups.push(async () => {
+      const cache = new RedisCache(TEST_REDIS_URL, prefix);
+      await cache.clearPrefix();
+      await cache.close();
+    });
+  });
+
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    for (const cleanup of cleanups.reverse()) await cleanup();
+  });
+
+  async function login(app: FastifyInstance, password = ADMIN_PASSWORD) {
+    return app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: ADMIN_EMAIL, password } });
+  }
+
+  it('a token revoked on one instance stops working on the other at once, although it was cached there', async () => {
+    const session = (await login(a)).json().token as string;
+    const created = await call(a, session, { method: 'POST', url: '/api/tokens', payload: { name: 'shared', projectId: 'default', role: 'member' } });
+    const { value } = created.json();
+    const id = created.json().token.id;
+    expect((await call(b, value, { method: 'GET', url: '/api/client/v1/token' })).statusCode).toBe(200); // now cached on b
+
+    expect((await call(a, session, { method: 'DELETE', url: `/api/tokens/${id}` })).statusCode).toBe(200);
+    let status = 0;
+    for (let attempt = 0; attempt < 40; attempt++) {
+      status = (await call(b, value, { method: 'GET', url: '/api/client/v1/token' })).statusCode;
+      if (status === 401) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(status).toBe(401);
+  });
+
+  it('a session from one instance is accepted by the other', async () => {
+    const session = (await login(a)).json().token as string;
+    const me = await call(b, session, { method: 'GET', url: '/api/auth/me' });
+    expect(me.statusCode).toBe(200);
+    expect(me.json().user.email).toBe(ADMIN_EMAIL);
+  });
+
+  it('failed logins count across instances', async () => {
+    for (let i = 0; i < 3; i++) expect((await login(i % 2 === 0 ? a : b, 'wrong-password')).statusCode).toBe(401);
+    const blocked = await login(b);
+    expect(blocked.statusCode).toBe(429);
+    expect(Number(blocked.headers['retry-after'])).toBeGreaterThan(0);
+  });
+});
