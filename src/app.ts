@@ -12,7 +12,7 @@ import { userRoutes } from './areas/users/routes.js';
 import type { Context } from './context.js';
 import { registerAuditHook } from './http/audit-hook.js';
 import { registerJsonParser } from './http/body.js';
-import { registerErrorHandling } from './http/error-handler.js';
+import { frameworkErrorHandler, registerErrorHandling } from './http/error-handler.js';
 import { registerRequestId, requestIdFromHeaders } from './http/request-id.js';
 import { validatorCompiler } from './http/validation.js';
 
@@ -32,6 +32,7 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true },
+    frameworkErrors: frameworkErrorHandler,
   }) as unknown as FastifyInstance;
   app.setValidatorCompiler(validatorCompiler);
   app.decorateRequest('requestId', '');

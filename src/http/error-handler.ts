@@ -1,4 +1,5 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { requestIdFromHeaders } from './request-id.js';
 import { AppError, ERRORS } from './errors.js';
 import { formatValidationError } from './validation.js';
 
@@ -21,15 +22,30 @@ function toAppError(error: FastifyError, bodyLimit: number, contentType: string)
   return ERRORS.internal();
 }
 
+function send(reply: FastifyReply, appError: AppError): void {
+  void reply
+    .status(appError.statusCode)
+    .headers(appError.headers)
+    .send({ error: { message: appError.message, type: appError.type, ...(appError.code ? { code: appError.code } : {}) } });
+}
+
+/**
+ * Errors Fastify raises before routing (a badly encoded URL, an over-long path parameter): hooks do not run
+ * for these, so the request id header is set here.
+ */
+export function frameworkErrorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const status = typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
+  const message = error.code === 'FST_ERR_BAD_URL' ? `Malformed URL: ${request.url.slice(0, 200)}` : error.message;
+  void reply.header('x-request-id', requestIdFromHeaders(request));
+  send(reply, new AppError(status, 'invalid_request_error', message, error.code === 'FST_ERR_BAD_URL' ? 'bad_url' : 'invalid_request'));
+}
+
 export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const contentType = String(request.headers['content-type'] ?? '').split(';')[0]!.slice(0, 100);
     const appError = toAppError(error, bodyLimit, contentType);
     if (appError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
-    void reply
-      .status(appError.statusCode)
-      .headers(appError.headers)
-      .send({ error: { message: appError.message, type: appError.type, ...(appError.code ? { code: appError.code } : {}) } });
+    send(reply, appError);
   });
   app.setNotFoundHandler((request, reply) => {
     const error = ERRORS.routeNotFound(request.method, request.url.split('?')[0] ?? request.url);

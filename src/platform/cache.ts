@@ -24,7 +24,7 @@ export class MemoryCache implements Cache {
   private readonly entries = new Map<string, Entry>();
   private readonly sweeper: NodeJS.Timeout;
 
-  constructor(private readonly now: () => number = Date.now) {
+  constructor(private readonly now: () => number = () => Date.now()) {
     // Expired entries are dropped on read; the sweep bounds memory for keys never read again.
     this.sweeper = setInterval(() => this.sweep(), 60_000);
     this.sweeper.unref();

@@ -1,4 +1,4 @@
-import type { Selectable } from 'kysely';
+import { sql, type Selectable } from 'kysely';
 import type { AuditEventsTable, Db } from '../../db/types.js';
 
 export interface AuditEvent {
@@ -110,7 +110,8 @@ export class AuditStore {
     if (filter.q !== undefined) {
       const pattern = containsPattern(filter.q);
       query = query.where((eb) =>
-        eb.or(SEARCHED_COLUMNS.map((column) => eb(eb.fn('lower', [eb.fn.coalesce(column, eb.val(''))]), 'like', eb.val(pattern)))),
+        // ESCAPE is explicit: SQLite has no default LIKE escape character, PostgreSQL's is the backslash.
+        eb.or(SEARCHED_COLUMNS.map((column) => sql<boolean>`lower(coalesce(${sql.ref(column)}, '')) like ${pattern} escape '\\'`)),
       );
     }
     const rows = await query.orderBy('created_at', 'desc').orderBy('seq', 'desc').limit(filter.limit).offset(filter.skip).execute();

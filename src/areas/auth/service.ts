@@ -46,7 +46,11 @@ export class AuthService {
     const failures = Number((await this.cache.get(attemptsKey)) ?? 0);
     const user = await this.users.findByEmail(email);
     const actor = user ? { tenantId: user.tenantId, userId: user.id } : null;
-    if (failures >= this.settings.loginMaxAttempts) return { ok: false, error: ERRORS.tooManyLogins(this.settings.loginWindowSeconds), actor };
+    if (failures >= this.settings.loginMaxAttempts) {
+      // Counting the blocked attempt too tells how long the window has left (the expiry is not extended).
+      const { ttlMs } = await this.cache.incr(attemptsKey, this.settings.loginWindowSeconds * 1000);
+      return { ok: false, error: ERRORS.tooManyLogins(Math.ceil(ttlMs / 1000)), actor };
+    }
     const valid = await verifyPassword(password, user?.passwordHash ?? DUMMY_PASSWORD_HASH);
     if (!user || !valid) {
       const { count, ttlMs } = await this.cache.incr(attemptsKey, this.settings.loginWindowSeconds * 1000);

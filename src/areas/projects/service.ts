@@ -1,3 +1,4 @@
+import { isUniqueViolation } from '../../db/errors.js';
 import { ERRORS } from '../../http/errors.js';
 import { newId, slugify } from '../../platform/ids.js';
 import type { ProjectRecord, ProjectStore } from './store.js';
@@ -25,9 +26,15 @@ export class ProjectService {
     if (!/^[a-z0-9][a-z0-9-]{0,47}$/.test(key)) {
       throw ERRORS.validation('key must be 1-48 lower-case letters, digits or dashes (derived from name when omitted)');
     }
-    if (await store.find(tenantId, key)) throw ERRORS.conflict(`A project with key "${key}" already exists`);
+    const conflict = () => ERRORS.conflict(`A project with key "${key}" already exists`);
+    if (await store.find(tenantId, key)) throw conflict();
     const project: ProjectRecord = { id: newId('prj'), tenantId, key, name: input.name, createdAt: Date.now() };
-    await store.insert(project);
+    try {
+      await store.insert(project);
+    } catch (err) {
+      // A concurrent request took the key between the check and the insert.
+      throw isUniqueViolation(err) ? conflict() : err;
+    }
     return project;
   }
 }

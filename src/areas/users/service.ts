@@ -1,3 +1,4 @@
+import { isUniqueViolation } from '../../db/errors.js';
 import { ERRORS } from '../../http/errors.js';
 import type { Principal } from '../../http/principal.js';
 import { roleAtLeast, type Role } from '../../http/rbac.js';
@@ -56,8 +57,14 @@ export class UserService {
 
   /** Inserts a prepared user; `store` may be bound to a transaction. */
   async insertNew(user: UserRecord, store = this.store): Promise<void> {
-    if (await store.findByEmail(user.email)) throw ERRORS.conflict(`A user with email ${user.email} already exists`);
-    await store.insert(user);
+    const conflict = () => ERRORS.conflict(`A user with email ${user.email} already exists`);
+    if (await store.findByEmail(user.email)) throw conflict();
+    try {
+      await store.insert(user);
+    } catch (err) {
+      // A concurrent request inserted the same email between the check and the insert.
+      throw isUniqueViolation(err) ? conflict() : err;
+    }
   }
 }
 

@@ -1,0 +1,222 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { InjectOptions, LightMyRequestResponse } from 'fastify';
+import { SignJWT, UnsecuredJWT } from 'jose';
+import { expect, it } from 'vitest';
+import { randomBase32 } from '../../src/platform/ids.js';
+import { call, createToken, type TestApp } from './app.js';
+
+/**
+ * The common security cases, run on every route that needs a credential.
+ * A route is named as in the OpenAPI document (`DELETE /api/tokens/{id}`) so that a test can check the inventory
+ * below against what the app really registers: a new route that is not listed here fails that check.
+ */
+export interface RouteSpec {
+  operation: string;
+  /** The status a valid, sufficiently privileged credential gets (positive control). */
+  okStatus: number;
+  /** Builds a fresh request (unique names and emails, so it can be sent many times). */
+  request: (t: TestApp) => Promise<InjectOptions> | InjectOptions;
+}
+
+const unique = () => randomBase32(8);
+
+/** Every client-API route (API token as `Authorization: Bearer wgt_...`). */
+export const CLIENT_ROUTES: RouteSpec[] = [
+  { operation: 'GET /api/client/v1/token', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/token' }) },
+  { operation: 'GET /api/client/v1/audit/logs', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/audit/logs?limit=5' }) },
+];
+
+/** Every dashboard route (session JWT as Bearer or the `waygate_session` cookie). */
+export const DASHBOARD_ROUTES: RouteSpec[] = [
+  { operation: 'GET /api/auth/me', okStatus: 200, request: () => ({ method: 'GET', url: '/api/auth/me' }) },
+  {
+    operation: 'POST /api/tenants',
+    okStatus: 201,
+    request: () => {
+      const id = unique();
+      return { method: 'POST', url: '/api/tenants', payload: { name: `Tenant ${id}`, ownerEmail: `owner-${id}@example.test`, ownerPassword: 'tenant-owner-pw' } };
+    },
+  },
+  { operation: 'GET /api/projects', okStatus: 200, request: () => ({ method: 'GET', url: '/api/projects' }) },
+  { operation: 'POST /api/projects', okStatus: 201, request: () => ({ method: 'POST', url: '/api/projects', payload: { name: `Project ${unique()}` } }) },
+  { operation: 'GET /api/users', okStatus: 200, request: () => ({ method: 'GET', url: '/api/users' }) },
+  {
+    operation: 'POST /api/users',
+    okStatus: 201,
+    request: () => ({ method: 'POST', url: '/api/users', payload: { email: `user-${unique()}@example.test`, password: 'user-password-1', role: 'viewer' } }),
+  },
+  { operation: 'GET /api/tokens', okStatus: 200, request: () => ({ method: 'GET', url: '/api/tokens' }) },
+  {
+    operation: 'POST /api/tokens',
+    okStatus: 201,
+    request: () => ({ method: 'POST', url: '/api/tokens', payload: { name: 'sec', projectId: 'default', role: 'viewer' } }),
+  },
+  {
+    operation: 'DELETE /api/tokens/{id}',
+    okStatus: 200,
+    request: async (t) => ({ method: 'DELETE', url: `/api/tokens/${(await createToken(t, { role: 'viewer' })).id}` }),
+  },
+];
+
+/** The secured operations the app registers, read from its generated OpenAPI document. */
+export function securedOperations(t: TestApp): { client: string[]; dashboard: string[] } {
+  const doc = t.app.swagger() as { paths?: Record<string, Record<string, { security?: Record<string, unknown>[] }>> };
+  const client: string[] = [];
+  const dashboard: string[] = [];
+  for (const [url, methods] of Object.entries(doc.paths ?? {})) {
+    for (const [method, operation] of Object.entries(methods)) {
+      const schemes = (operation.security ?? []).flatMap((s) => Object.keys(s));
+      const name = `${method.toUpperCase()} ${url}`;
+      if (schemes.includes('bearer')) client.push(name);
+      if (schemes.includes('session')) dashboard.push(name);
+    }
+  }
+  return { client: client.sort(), dashboard: dashboard.sort() };
+}
+
+/** Replaces (or removes, with null) the Authorization header of a request. */
+export function withAuthorization(options: InjectOptions, authorization: string | null, cookies?: Record<string, string>): InjectOptions {
+  const headers = { ...(options.headers ?? {}) } as Record<string, string>;
+  delete headers.authorization;
+  if (authorization !== null) headers.authorization = authorization;
+  return { ...options, headers, ...(cookies ? { cookies } : {}) };
+}
+
+/** A 401 in the error envelope, with a request id like every response. */
+export function expectUnauthenticated(res: LightMyRequestResponse): void {
+  expect(res.statusCode, res.body).toBe(401);
+  const body = res.json();
+  expect(body.error.type).toBe('authentication_error');
+  expect(typeof body.error.message).toBe('string');
+  expect(body.error.message.length).toBeGreaterThan(0);
+  expect(res.headers['x-request-id']).toBeTruthy();
+}
+
+/** The session signing secret: WAYGATE_SESSION_SECRET or the one generated in the data directory. */
+export function sessionSecretOf(t: TestApp): string {
+  return t.config.sessionSecret ?? fs.readFileSync(path.join(t.config.dataDir, 'session.key'), 'utf8').trim();
+}
+
+export async function signSession(
+  secret: string,
+  claims: { sub: string; tid: string; issuer?: string; expiresAtSeconds?: number },
+): Promise<string> {
+  return new SignJWT({ tid: claims.tid })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject(claims.sub)
+    .setIssuer(claims.issuer ?? 'waygate')
+    .setIssuedAt(Math.floor(Date.now() / 1000) - 120)
+    .setExpirationTime(claims.expiresAtSeconds ?? Math.floor(Date.now() / 1000) + 3600)
+    .sign(new TextEncoder().encode(secret));
+}
+
+/** The instance admin's user id (subject of its session). */
+export async function adminUserId(t: TestApp): Promise<string> {
+  const me = await call(t.app, t.adminSession, { method: 'GET', url: '/api/auth/me' });
+  return me.json().user.id as string;
+}
+
+/** Registers the API-token cases for one client route. `getT` reads the app made in `beforeAll`. */
+export function clientSecurityCases(getT: () => TestApp, route: RouteSpec): void {
+  const send = async (authorization: string | null) => {
+    const t = getT();
+    return t.app.inject(withAuthorization(await route.request(t), authorization));
+  };
+
+  it(`${route.operation}: a valid owner token gets ${route.okStatus}`, async () => {
+    const res = await send(`Bearer ${getT().ownerToken}`);
+    expect(res.statusCode, res.body).toBe(route.okStatus);
+  });
+
+  it(`${route.operation}: no Authorization header -> 401`, async () => {
+    const res = await send(null);
+    expectUnauthenticated(res);
+    expect(res.json().error.code).toBe('missing_token');
+  });
+
+  it.each(['Basic x', 'Bearer', 'Bearer ', 'Token wgt_abc', 'Bearer a b'])(`${route.operation}: malformed header "%s" -> 401`, async (header) => {
+    expectUnauthenticated(await send(header));
+  });
+
+  it(`${route.operation}: unknown wgt_ token and non-wgt_ value -> 401`, async () => {
+    const unknown = await send(`Bearer wgt_${randomBase32(43)}`);
+    expectUnauthenticated(unknown);
+    expect(unknown.json().error.code).toBe('invalid_token');
+    expectUnauthenticated(await send(`Bearer sk_${randomBase32(43)}`));
+  });
+
+  it(`${route.operation}: a session JWT is not an API token -> 401`, async () => {
+    expectUnauthenticated(await send(`Bearer ${getT().adminSession}`));
+  });
+
+  it(`${route.operation}: revoked token -> 401`, async () => {
+    const t = getT();
+    const token = await createToken(t, { role: 'owner' });
+    const revoked = await call(t.app, t.adminSession, { method: 'DELETE', url: `/api/tokens/${token.id}` });
+    expect(revoked.statusCode).toBe(200);
+    const res = await send(`Bearer ${token.value}`);
+    expectUnauthenticated(res);
+    expect(res.json().error.code).toBe('invalid_token');
+  });
+
+  it(`${route.operation}: expired token -> 401`, async () => {
+    const t = getT();
+    const token = await createToken(t, { role: 'owner', expiresAt: new Date(Date.now() + 60_000).toISOString() });
+    // Move the expiry into the past in the database rather than sleeping.
+    await t.ctx.database.db.updateTable('api_tokens').set({ expires_at: Date.now() - 1_000 }).where('id', '=', token.id).execute();
+    const res = await send(`Bearer ${token.value}`);
+    expectUnauthenticated(res);
+    expect(res.json().error.code).toBe('invalid_token');
+  });
+}
+
+/** Registers the session cases for one dashboard route. */
+export function dashboardSecurityCases(getT: () => TestApp, route: RouteSpec): void {
+  const send = async (authorization: string | null, cookies?: Record<string, string>) => {
+    const t = getT();
+    return t.app.inject(withAuthorization(await route.request(t), authorization, cookies));
+  };
+
+  it(`${route.operation}: the admin session as Bearer gets ${route.okStatus}`, async () => {
+    const res = await send(`Bearer ${getT().adminSession}`);
+    expect(res.statusCode, res.body).toBe(route.okStatus);
+  });
+
+  it(`${route.operation}: the waygate_session cookie works like Bearer`, async () => {
+    const res = await send(null, { waygate_session: getT().adminSession });
+    expect(res.statusCode, res.body).toBe(route.okStatus);
+  });
+
+  it(`${route.operation}: no session -> 401`, async () => {
+    const res = await send(null);
+    expectUnauthenticated(res);
+    expect(res.json().error.code).toBe('not_authenticated');
+  });
+
+  it(`${route.operation}: garbage JWT (header or cookie) and malformed headers -> 401`, async () => {
+    expectUnauthenticated(await send('Bearer not.a.jwt'));
+    expectUnauthenticated(await send(null, { waygate_session: 'garbage' }));
+    expectUnauthenticated(await send('Basic x'));
+    expectUnauthenticated(await send('Bearer'));
+  });
+
+  it(`${route.operation}: an API token is not a session -> 401`, async () => {
+    expectUnauthenticated(await send(`Bearer ${getT().ownerToken}`));
+  });
+
+  it(`${route.operation}: JWT signed with another secret, expired, wrong issuer or unknown user -> 401`, async () => {
+    const t = getT();
+    const claims = { sub: await adminUserId(t), tid: t.ctx.bootstrap.tenantId };
+    const secret = sessionSecretOf(t);
+    // Positive control: the same claims signed with the real secret are accepted.
+    expect((await send(`Bearer ${await signSession(secret, claims)}`)).statusCode).toBe(route.okStatus);
+    expectUnauthenticated(await send(`Bearer ${await signSession(`other-${secret}`, claims)}`));
+    expectUnauthenticated(await send(null, { waygate_session: await signSession(`other-${secret}`, claims) }));
+    expectUnauthenticated(await send(`Bearer ${await signSession(secret, { ...claims, expiresAtSeconds: Math.floor(Date.now() / 1000) - 60 })}`));
+    expectUnauthenticated(await send(`Bearer ${await signSession(secret, { ...claims, issuer: 'someone-else' })}`));
+    expectUnauthenticated(await send(`Bearer ${await signSession(secret, { ...claims, sub: 'usr_nobody' })}`));
+    const unsigned = new UnsecuredJWT({ tid: claims.tid }).setSubject(claims.sub).setIssuer('waygate').setExpirationTime('1h').encode();
+    expectUnauthenticated(await send(`Bearer ${unsigned}`));
+  });
+}
