@@ -16,12 +16,12 @@ export const BudgetSchema = Type.Object(
     maxCostUsd: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
     period: StringEnum(['day', 'month', 'total']),
   },
-  { additionalProperties: false, minProperties: 2, description: 'period plus maxTokens and/or maxCostUsd' },
+  { additionalProperties: false, description: 'period plus maxTokens and/or maxCostUsd' },
 );
 
 export const RateLimitSchema = Type.Object(
   { rpm: Type.Optional(Type.Integer({ minimum: 1 })), tpm: Type.Optional(Type.Integer({ minimum: 1 })) },
-  { additionalProperties: false, minProperties: 1 },
+  { additionalProperties: false, description: 'rpm and/or tpm' },
 );
 
 export const TokenView = Type.Object({

@@ -61,6 +61,12 @@ export class TokenService {
         throw ERRORS.forbidden('Only owners and admins can give a token grants');
       }
     }
+    if (input.budget && input.budget.maxTokens === undefined && input.budget.maxCostUsd === undefined) {
+      throw ERRORS.validation('budget needs maxTokens or maxCostUsd (or both) besides period');
+    }
+    if (input.rateLimit && input.rateLimit.rpm === undefined && input.rateLimit.tpm === undefined) {
+      throw ERRORS.validation('rateLimit needs rpm or tpm (or both)');
+    }
     if (input.projectId !== null) await this.projects.require(creator.tenantId, input.projectId);
     const expiresAt = input.expiresAt === undefined ? null : Date.parse(input.expiresAt);
     if (expiresAt !== null && (Number.isNaN(expiresAt) || expiresAt <= Date.now())) {
