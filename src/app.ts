@@ -45,6 +45,10 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
   app.addHook('onResponse', async (request, reply) => {
     request.log.info({ method: request.method, url: request.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
   });
+  app.addHook('onSend', async (_request, reply) => {
+    // While shutting down, tell keep-alive clients to go, so close() is not left waiting on their idle sockets.
+    if (ctx.health.stopping) reply.header('connection', 'close');
+  });
   app.addHook('onClose', async () => ctx.close());
 
   registerJsonParser(app);

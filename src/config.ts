@@ -37,6 +37,11 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
+/** A raw value quoted for an error message, kept on one line and short. */
+function quoted(raw: string): string {
+  return JSON.stringify(raw.length > 60 ? `${raw.slice(0, 60)}...` : raw);
+}
+
 function text(env: Env, name: string): string | undefined {
   const value = env[name]?.trim();
   return value === undefined || value === '' ? undefined : value;
@@ -45,7 +50,7 @@ function text(env: Env, name: string): string | undefined {
 function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
   const raw = text(env, name);
   if (raw === undefined) return fallback;
-  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got ${quoted(raw)}`);
   const value = Number(raw);
   if (value < min || value > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${value}`);
   return value;
@@ -56,7 +61,7 @@ function boolean(env: Env, name: string, fallback: boolean): boolean {
   if (raw === undefined) return fallback;
   if (['true', '1', 'yes', 'on'].includes(raw)) return true;
   if (['false', '0', 'no', 'off'].includes(raw)) return false;
-  throw new ConfigError(name, `must be true or false, got "${raw}"`);
+  throw new ConfigError(name, `must be true or false, got ${quoted(raw)}`);
 }
 
 function trustProxy(env: Env): boolean | number {
@@ -64,7 +69,7 @@ function trustProxy(env: Env): boolean | number {
   if (raw === undefined || raw === 'false') return false;
   if (raw === 'true') return true;
   if (/^\d{1,2}$/.test(raw)) return Number(raw);
-  throw new ConfigError('WAYGATE_TRUST_PROXY', `must be true, false or a number of proxy hops, got "${raw}"`);
+  throw new ConfigError('WAYGATE_TRUST_PROXY', `must be true, false or a number of proxy hops, got ${quoted(raw)}`);
 }
 
 function databaseTarget(raw: string | undefined, dataDir: string): DatabaseTarget {
@@ -112,7 +117,7 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const logLevel = text(env, 'LOG_LEVEL') ?? 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
-    throw new ConfigError('LOG_LEVEL', `must be one of fatal, error, warn, info, debug, trace, silent, got "${logLevel}"`);
+    throw new ConfigError('LOG_LEVEL', `must be one of fatal, error, warn, info, debug, trace, silent, got ${quoted(logLevel)}`);
   }
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),

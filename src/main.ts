@@ -12,6 +12,9 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
+/** How long shutdown waits for in-flight requests before cutting the remaining connections. */
+const SHUTDOWN_GRACE_MS = 10_000;
+
 /** config -> database -> app -> listen; readiness turns ok only after all of it. */
 export async function startServer(config: Config): Promise<RunningServer> {
   const ctx = await createContext(config);
@@ -26,7 +29,13 @@ export async function startServer(config: Config): Promise<RunningServer> {
     stop: () => {
       stopping ??= (async () => {
         ctx.health.markStopping();
-        await app.close();
+        const deadline = setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
+        deadline.unref();
+        try {
+          await app.close();
+        } finally {
+          clearTimeout(deadline);
+        }
       })();
       return stopping;
     },

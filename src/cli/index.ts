@@ -1,11 +1,7 @@
 import { parseArgs } from 'node:util';
-import pino from 'pino';
-import { tokenView } from '../areas/tokens/service.js';
 import { ConfigError, loadConfig } from '../config.js';
-import { createContext, type Context } from '../context.js';
+import type { Context } from '../context.js';
 import { ROLES, type Role } from '../http/rbac.js';
-import { readPublicKeyPem, verifyLicence } from '../platform/licence.js';
-import { serve } from '../main.js';
 
 const HELP: Record<string, string> = {
   main: `Usage: waygate <command> [options]
@@ -34,8 +30,11 @@ function print(value: unknown): void {
 
 class UsageError extends Error {}
 
+// The server, database and crypto modules load only for commands that use them, so --help answers at once.
 async function withContext<T>(fn: (ctx: Context) => Promise<T>): Promise<T> {
-  const ctx = await createContext(loadConfig(), { logger: pino({ level: 'warn' }, process.stderr) });
+  const config = loadConfig();
+  const [{ default: pino }, { createContext }] = await Promise.all([import('pino'), import('../context.js')]);
+  const ctx = await createContext(config, { logger: pino({ level: 'warn' }, process.stderr) });
   try {
     return await fn(ctx);
   } finally {
@@ -55,6 +54,7 @@ async function tokensCommand(sub: string | undefined, args: string[]): Promise<v
       id: { type: 'string' },
     },
   });
+  const { tokenView } = await import('../areas/tokens/service.js');
   await withContext(async (ctx) => {
     const tenantId = ctx.bootstrap.tenantId;
     const { tokens, projects } = ctx.services;
@@ -77,6 +77,7 @@ async function tokensCommand(sub: string | undefined, args: string[]): Promise<v
 
 async function inspectLicence(): Promise<void> {
   const config = loadConfig();
+  const { readPublicKeyPem, verifyLicence } = await import('../platform/licence.js');
   const licence = await verifyLicence(config.license, readPublicKeyPem(config.licensePublicKey));
   const exp = licence.claims?.exp;
   print({ state: licence.state, error: licence.error, ...licence.claims, expiresAt: exp ? new Date(exp * 1000).toISOString() : null });
@@ -89,7 +90,7 @@ export async function runCli(argv: string[]): Promise<void> {
   if (wantsHelp) return void process.stdout.write(HELP[command] + '\n');
   switch (command) {
     case 'serve':
-      return serve();
+      return (await import('../main.js')).serve();
     case 'init':
       return withContext(async (ctx) => print({ ...ctx.bootstrap, database: ctx.database.dialect, dataDir: ctx.config.dataDir }));
     case 'tokens':

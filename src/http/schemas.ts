@@ -30,7 +30,9 @@ export function errorResponses(...codes: number[]): Record<number, TSchema> {
 export const IsoDateTime = Type.String({ format: 'date-time' });
 export const NullableIsoDateTime = Type.Union([IsoDateTime, Type.Null()]);
 export const Name = Type.String({ minLength: 1, maxLength: 200 });
-export const Email = Type.String({ format: 'email', maxLength: 254 });
+/** Deliberately loose (`admin@localhost` is a real address here); the same rule as WAYGATE_ADMIN_EMAIL. */
+export const EMAIL_PATTERN = '^[^\\s@]+@[^\\s@]+$';
+export const Email = Type.String({ pattern: EMAIL_PATTERN, maxLength: 254, description: 'An email address (local@domain)' });
 export const Password = Type.String({ minLength: 8, maxLength: 256 });
 /** A string enum as plain JSON Schema `enum`, so a bad value's error lists the allowed ones. */
 export function StringEnum<const T extends readonly string[]>(values: T, options: { description?: string } = {}): TUnsafe<T[number]> {

@@ -8,7 +8,8 @@ const addFormats: AddFormats =
   (addFormatsModule as unknown as { default?: AddFormats }).default ?? (addFormatsModule as unknown as AddFormats);
 
 function makeAjv(options: Options): Ajv {
-  const ajv = new Ajv({ allErrors: false, removeAdditional: false, useDefaults: true, strict: false, ...options });
+  // verbose: errors carry their schema, so a pattern failure can quote the field's description.
+  const ajv = new Ajv({ allErrors: false, removeAdditional: false, useDefaults: true, strict: false, verbose: true, ...options });
   addFormats(ajv);
   return ajv;
 }
@@ -35,6 +36,10 @@ export function formatValidationError(errors: readonly Partial<ErrorObject>[], p
       return `${base} must be one of: ${(params.allowedValues as unknown[]).join(', ')}`;
     case 'type':
       return `${base} must be of type ${String(params.type)}`;
+    case 'pattern': {
+      const description = (error.parentSchema as { description?: string } | undefined)?.description;
+      return `${base} is not in the expected format${description ? ` (${description})` : ''}`;
+    }
     default:
       return `${base} ${error.message ?? 'is invalid'}`;
   }

@@ -45,6 +45,10 @@ export class HealthRegistry {
     return this.phase === 'serving';
   }
 
+  get stopping(): boolean {
+    return this.phase === 'stopping';
+  }
+
   async report(): Promise<HealthReport> {
     const entries = await Promise.all([...this.checks].map(async ([name, check]) => [name, await runCheck(check)] as const));
     const checks = Object.fromEntries(entries);

@@ -1,0 +1,177 @@
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RedisCache } from '../../src/platform/cache.js';
+import { HealthRegistry } from '../../src/platform/health.js';
+import { BACKENDS, createTestApp, type TestApp } from '../helpers/app.js';
+
+function reachable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    socket.setTimeout(1_000);
+    socket.once('connect', () => (socket.destroy(), resolve(true)));
+    socket.once('error', () => resolve(false));
+    socket.once('timeout', () => (socket.destroy(), resolve(false)));
+  });
+}
+const redisUp = await reachable(6379);
+
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+
+async function ready(t: TestApp) {
+  const res = await t.app.inject({ method: 'GET', url: '/api/health/ready' });
+  return { status: res.statusCode, body: res.json() };
+}
+
+/** Runs `fn` against a fresh app so lifecycle and registered checks do not leak between tests. */
+async function withApp(options: Parameters<typeof createTestApp>[0], fn: (t: TestApp) => Promise<void>): Promise<void> {
+  const t = await createTestApp(options);
+  try {
+    await fn(t);
+  } finally {
+    await t.close();
+  }
+}
+
+describe.each(BACKENDS)('health probes on %s', (backend) => {
+  const other = backend === 'sqlite' ? 'postgres' : 'sqlite';
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp({ backend });
+  });
+  afterAll(async () => t.close());
+
+  it('GET /api/health/live: 200 {status: ok, uptime}, no auth needed', async () => {
+    const res = await t.app.inject({ method: 'GET', url: '/api/health/live' });
+    expect(res.statusCode).toBe(200);
+    const body = res.json();
+    expect(Object.keys(body).sort()).toEqual(['status', 'uptime']);
+    expect(body.status).toBe('ok');
+    expect(body.uptime).toBeGreaterThan(0);
+    expect(res.headers['x-request-id']).toEqual(expect.any(String));
+  });
+
+  it('GET /api/health/ready: report per interface 2.14 with the database and cache checks', async () => {
+    const { status, body } = await ready(t);
+    expect(status).toBe(200);
+    expect(Object.keys(body).sort()).toEqual(['checks', 'status', 'timestamp', 'uptime']);
+    expect(body.status).toBe('ok');
+    expect(body.uptime).toBeGreaterThan(0);
+    expect(body.timestamp).toMatch(ISO);
+    expect(Math.abs(Date.parse(body.timestamp) - Date.now())).toBeLessThan(60_000);
+    expect(Object.keys(body.checks).sort()).toEqual(['cache', backend].sort());
+    expect(body.checks[other]).toBeUndefined();
+    expect(body.checks[backend]).toMatchObject({ status: 'ok', latencyMs: expect.any(Number) });
+    expect(body.checks.cache).toMatchObject({ status: 'ok', latencyMs: expect.any(Number), details: { kind: 'memory' } });
+    for (const check of Object.values(body.checks) as Array<Record<string, unknown>>) {
+      expect(['ok', 'degraded', 'down']).toContain(check.status);
+      expect(Object.keys(check).every((k) => ['status', 'latencyMs', 'message', 'details'].includes(k))).toBe(true);
+    }
+  });
+
+  it('503 status down while start-up has not finished; 200 once serving; live stays 200', async () => {
+    await withApp({ backend, notServing: true }, async (s) => {
+      const before = await ready(s);
+      expect(before.status).toBe(503);
+      expect(before.body.status).toBe('down');
+      expect(before.body.checks[backend].status).toBe('ok');
+      expect((await s.app.inject({ method: 'GET', url: '/api/health/live' })).statusCode).toBe(200);
+      s.ctx.health.markServing();
+      const after = await ready(s);
+      expect(after.status).toBe(200);
+      expect(after.body.status).toBe('ok');
+    });
+  });
+
+  it('503 status down once shutdown begins (markStopping)', async () => {
+    await withApp({ backend }, async (s) => {
+      expect((await ready(s)).status).toBe(200);
+      s.ctx.health.markStopping();
+      const { status, body } = await ready(s);
+      expect(status).toBe(503);
+      expect(body.status).toBe('down');
+    });
+  });
+
+  it('a registered degraded check: 200 with overall status degraded', async () => {
+    await withApp({ backend }, async (s) => {
+      s.ctx.health.register('queue', async () => ({ status: 'degraded', message: 'backlog of 900 jobs', details: { backlog: 900 } }));
+      const { status, body } = await ready(s);
+      expect(status).toBe(200);
+      expect(body.status).toBe('degraded');
+      expect(body.checks.queue).toMatchObject({ status: 'degraded', message: 'backlog of 900 jobs', details: { backlog: 900 } });
+      expect(body.checks[backend].status).toBe('ok');
+    });
+  });
+
+  it('a registered down check: 503 with overall status down (worst wins over degraded)', async () => {
+    await withApp({ backend }, async (s) => {
+      s.ctx.health.register('queue', async () => ({ status: 'degraded' }));
+      s.ctx.health.register('browser-runtime', async () => ({ status: 'down', message: 'chromium missing' }));
+      const { status, body } = await ready(s);
+      expect(status).toBe(503);
+      expect(body.status).toBe('down');
+      expect(body.checks['browser-runtime']).toMatchObject({ status: 'down', message: 'chromium missing' });
+      expect(body.checks.queue.status).toBe('degraded');
+    });
+  });
+
+  it('a check that throws is reported down with its message', async () => {
+    await withApp({ backend }, async (s) => {
+      s.ctx.health.register('cluster', async () => {
+        throw new Error('lease table unreachable');
+      });
+      const { status, body } = await ready(s);
+      expect(status).toBe(503);
+      expect(body.status).toBe('down');
+      expect(body.checks.cluster).toMatchObject({ status: 'down', message: 'lease table unreachable', latencyMs: expect.any(Number) });
+    });
+  });
+
+  it('HEALTH_ENDPOINT_ENABLED=false: both probes answer 404 with {error}', async () => {
+    await withApp({ backend, env: { HEALTH_ENDPOINT_ENABLED: 'false' } }, async (s) => {
+      for (const url of ['/api/health/live', '/api/health/ready']) {
+        const res = await s.app.inject({ method: 'GET', url });
+        expect(res.statusCode).toBe(404);
+        expect(res.json().error).toMatchObject({ type: 'not_found_error' });
+      }
+    });
+  });
+
+  it.skipIf(!redisUp)('with REDIS_URL the cache check reports kind redis (skipped when Redis is unreachable)', async () => {
+    await withApp({ backend, env: { REDIS_URL: 'redis://127.0.0.1:6379' } }, async (s) => {
+      expect(s.ctx.cache.kind).toBe('redis');
+      const { status, body } = await ready(s);
+      expect(status).toBe(200);
+      expect(body.checks.cache).toMatchObject({ status: 'ok', details: { kind: 'redis' } });
+      await (s.ctx.cache as RedisCache).clearPrefix();
+    });
+  });
+});
+
+describe('HealthRegistry', () => {
+  it('refuses a second check under the same name', () => {
+    const registry = new HealthRegistry();
+    registry.register('cache', async () => ({ status: 'ok' }));
+    expect(() => registry.register('cache', async () => ({ status: 'ok' }))).toThrow(/already registered/);
+  });
+
+  it('an empty serving registry is ok; stopping adds a lifecycle check that is down', async () => {
+    const registry = new HealthRegistry();
+    registry.markServing();
+    expect(registry.serving).toBe(true);
+    expect(await registry.report()).toMatchObject({ status: 'ok', checks: {} });
+    registry.markStopping();
+    expect(registry.serving).toBe(false);
+    const report = await registry.report();
+    expect(report.status).toBe('down');
+    expect(report.checks.lifecycle).toMatchObject({ status: 'down', message: 'shutting down' });
+  });
+
+  it('a non-Error throw becomes a string message', async () => {
+    const registry = new HealthRegistry();
+    registry.markServing();
+    registry.register('automations', () => Promise.reject('scheduler stopped'));
+    const report = await registry.report();
+    expect(report.checks.automations).toMatchObject({ status: 'down', message: 'scheduler stopped' });
+  });
+});
