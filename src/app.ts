@@ -11,7 +11,7 @@ import { tokenRoutes } from './areas/tokens/routes.js';
 import { userRoutes } from './areas/users/routes.js';
 import type { Context } from './context.js';
 import { registerAuditHook } from './http/audit-hook.js';
-import { registerJsonParser } from './http/body.js';
+import { registerJsonParser, rejectNulInUrls } from './http/body.js';
 import { frameworkErrorHandler, registerErrorHandling } from './http/error-handler.js';
 import { registerRequestId, requestIdFromHeaders } from './http/request-id.js';
 import { validatorCompiler } from './http/validation.js';
@@ -52,6 +52,7 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
   app.addHook('onClose', async () => ctx.close());
 
   registerJsonParser(app);
+  rejectNulInUrls(app);
   registerRequestId(app);
   registerErrorHandling(app, ctx.config.bodyLimitBytes);
   registerAuditHook(app, ctx.services.audit);

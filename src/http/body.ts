@@ -1,14 +1,28 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ERRORS } from './errors.js';
 
+/** True when any string (key or value) in a parsed JSON value holds a NUL character. */
+function containsNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\0');
+  if (Array.isArray(value)) return value.some(containsNul);
+  if (value !== null && typeof value === 'object') {
+    return Object.entries(value).some(([key, item]) => key.includes('\0') || containsNul(item));
+  }
+  return false;
+}
+
 function parseJson(_request: FastifyRequest, body: string | Buffer, done: (err: Error | null, value?: unknown) => void): void {
   const text = body.toString().trim();
   if (text === '') return done(null, undefined);
+  let value: unknown;
   try {
-    done(null, JSON.parse(text));
+    value = JSON.parse(text);
   } catch (err) {
-    done(ERRORS.malformedJson(err instanceof Error ? err.message : String(err)), undefined);
+    return done(ERRORS.malformedJson(err instanceof Error ? err.message : String(err)), undefined);
   }
+  // NUL cannot be stored in PostgreSQL text or JSONB; only bodies that spell one out are walked.
+  if ((text.includes('\\u0000') || text.includes('\0')) && containsNul(value)) return done(ERRORS.nulCharacter('body'), undefined);
+  done(null, value);
 }
 
 /**
@@ -20,4 +34,11 @@ export function registerJsonParser(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJson);
   app.addContentTypeParser(/^application\/[\w.-]+\+json$/, { parseAs: 'string' }, parseJson);
+}
+
+/** NUL cannot be stored in PostgreSQL text; %00 is the only way one reaches decoded path parameters and query values. */
+export function rejectNulInUrls(app: FastifyInstance): void {
+  app.addHook('onRequest', async (request) => {
+    if (request.url.includes('%00')) throw ERRORS.nulCharacter('URL');
+  });
 }

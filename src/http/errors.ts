@@ -28,6 +28,8 @@ export class AppError extends Error {
 export const ERRORS = {
   validation: (message: string) => new AppError(400, 'invalid_request_error', message, 'invalid_request'),
   malformedJson: (detail: string) => new AppError(400, 'invalid_request_error', `Request body is not valid JSON: ${detail}`, 'invalid_json'),
+  nulCharacter: (where: string) =>
+    new AppError(400, 'invalid_request_error', `The ${where} contains a NUL character (\\u0000), which is not allowed`, 'nul_character'),
   unsupportedMediaType: (type: string) =>
     new AppError(415, 'invalid_request_error', `Unsupported Content-Type "${type}"; send application/json`, 'unsupported_media_type'),
   bodyTooLarge: (limit: number) =>

@@ -26,7 +26,8 @@ export function auditFilterFrom(query: Static<typeof AuditQuery>): AuditFilter {
     q: query.q === undefined || query.q.trim() === '' ? undefined : query.q.trim(),
     service: query.service,
     limit: Math.min(1000, Math.max(1, query.limit ?? 100)),
-    skip: Math.max(0, query.skip ?? 0),
+    // Past any real row count the page is simply empty; the bound keeps the offset a valid SQL integer.
+    skip: Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, query.skip ?? 0)),
   };
 }
 

@@ -5,6 +5,22 @@ const FLUSH_INTERVAL_MS = 1_000;
 const FLUSH_AT = 500;
 /** When the database is unreachable the buffer keeps at most this many events, dropping the oldest. */
 const MAX_BUFFERED = 100_000;
+/** After a failed flush, only the timer retries until this pause has passed. */
+const RETRY_PAUSE_MS = 1_000;
+const MAX_TEXT = 1_000;
+
+/** Control characters (NUL above all, which PostgreSQL refuses) out, length bounded: an event can always be stored. */
+function clean(value: string | null): string | null {
+  if (value === null) return null;
+  // eslint-disable-next-line no-control-regex
+  return value.replace(/[\u0000-\u001f\u007f]/g, '').slice(0, MAX_TEXT);
+}
+
+function sanitize(event: AuditEvent): AuditEvent {
+  const out = { ...event } as Record<string, unknown>;
+  for (const [key, value] of Object.entries(out)) if (typeof value === 'string') out[key] = clean(value);
+  return out as unknown as AuditEvent;
+}
 
 /**
  * The audit trail. `record` only appends to memory, so requests never wait on an audit write;
@@ -13,6 +29,7 @@ const MAX_BUFFERED = 100_000;
 export class AuditService {
   private buffer: AuditEvent[] = [];
   private flushing: Promise<void> | null = null;
+  private retryAt = 0;
   private readonly timer: NodeJS.Timeout;
 
   constructor(private readonly store: AuditStore, private readonly log: Logger) {
@@ -21,9 +38,9 @@ export class AuditService {
   }
 
   record(event: AuditEvent): void {
-    this.buffer.push(event);
+    this.buffer.push(sanitize(event));
     if (this.buffer.length > MAX_BUFFERED) this.buffer.splice(0, this.buffer.length - MAX_BUFFERED);
-    if (this.buffer.length >= FLUSH_AT) void this.flush();
+    if (this.buffer.length >= FLUSH_AT && Date.now() >= this.retryAt) void this.flush();
   }
 
   get pending(): number {
@@ -36,17 +53,47 @@ export class AuditService {
     if (this.buffer.length === 0) return;
     const batch = this.buffer;
     this.buffer = [];
-    this.flushing = this.store
-      .insertMany(batch)
-      .catch((err: unknown) => {
-        // Keep the events for the next attempt rather than lose them.
-        this.buffer = batch.concat(this.buffer).slice(-MAX_BUFFERED);
-        this.log.error({ err, events: batch.length }, 'audit flush failed; will retry');
-      })
-      .finally(() => {
-        this.flushing = null;
-      });
+    this.flushing = this.write(batch).finally(() => {
+      this.flushing = null;
+    });
     await this.flushing;
+  }
+
+  /**
+   * A failed batch is either an unreachable database (keep everything for the next attempt) or a row the
+   * database refuses (write the rest one by one, drop and report only the refused ones), so nothing blocks the log.
+   */
+  private async write(batch: AuditEvent[]): Promise<void> {
+    try {
+      await this.store.insertMany(batch);
+      return;
+    } catch (err) {
+      if (!(await this.databaseReachable())) {
+        this.buffer = batch.concat(this.buffer).slice(-MAX_BUFFERED);
+        this.retryAt = Date.now() + RETRY_PAUSE_MS;
+        this.log.error({ err, events: batch.length }, 'audit flush failed; database unreachable, will retry');
+        return;
+      }
+    }
+    let dropped = 0;
+    for (const event of batch) {
+      try {
+        await this.store.insertMany([event]);
+      } catch (err) {
+        dropped++;
+        this.log.error({ err, auditId: event.id, action: event.action }, 'audit event refused by the database; dropped');
+      }
+    }
+    if (dropped > 0) this.log.error({ dropped, written: batch.length - dropped }, 'audit flush wrote the batch row by row');
+  }
+
+  private async databaseReachable(): Promise<boolean> {
+    try {
+      await this.store.ping();
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   async list(tenantId: string, filter: AuditFilter): Promise<AuditEvent[]> {

@@ -63,12 +63,24 @@ function containsPattern(text: string): string {
   return `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
+/** 18 parameters a row: 500 rows stay under SQLite's 32,766 and PostgreSQL's 65,535 bound parameters. */
+const INSERT_CHUNK = 500;
+
 const SEARCHED_COLUMNS = ['action', 'service', 'path', 'actor_type', 'actor_user_id', 'api_token_id', 'resource_id', 'request_id'] as const;
 
 export class AuditStore {
   constructor(private readonly db: Db) {}
 
+  /** Inserts in chunks: one statement per chunk stays far below SQLite's and PostgreSQL's parameter limits. */
   async insertMany(events: AuditEvent[]): Promise<void> {
+    for (let start = 0; start < events.length; start += INSERT_CHUNK) await this.insertChunk(events.slice(start, start + INSERT_CHUNK));
+  }
+
+  async ping(): Promise<void> {
+    await sql`select 1`.execute(this.db);
+  }
+
+  private async insertChunk(events: AuditEvent[]): Promise<void> {
     if (events.length === 0) return;
     await this.db
       .insertInto('audit_events')

@@ -1,0 +1,125 @@
+import http from 'node:http';
+import { createRequire } from 'node:module';
+
+/** One request shape the benchmark sends. */
+export interface Target {
+  label: string;
+  path: string;
+  headers: Record<string, string>;
+  /** The status every response must have; anything else aborts the run. */
+  expectStatus: number;
+}
+
+export interface Sample {
+  requests: number;
+  seconds: number;
+  rps: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  mean: number;
+}
+
+export function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[index]!;
+}
+
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+function requestOnce(agent: http.Agent, host: string, port: number, target: Target): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host, port, path: target.path, method: 'GET', headers: target.headers, agent }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/**
+ * Concurrency 1: one keep-alive connection, one request after the other, each timed with performance.now()
+ * from just before the request is written to the end of the response body (sub-millisecond resolution).
+ */
+export async function sequential(host: string, port: number, target: Target, requests: number, warmup: number): Promise<Sample> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  try {
+    for (let i = 0; i < warmup; i++) {
+      const status = await requestOnce(agent, host, port, target);
+      if (status !== target.expectStatus) throw new Error(`${target.label}: got ${status}, expected ${target.expectStatus}`);
+    }
+    const latencies = new Array<number>(requests);
+    const started = performance.now();
+    for (let i = 0; i < requests; i++) {
+      const t0 = performance.now();
+      const status = await requestOnce(agent, host, port, target);
+      latencies[i] = performance.now() - t0;
+      if (status !== target.expectStatus) throw new Error(`${target.label}: got ${status}, expected ${target.expectStatus}`);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const sorted = latencies.sort((a, b) => a - b);
+    return {
+      requests,
+      seconds,
+      rps: requests / seconds,
+      p50: percentile(sorted, 50),
+      p90: percentile(sorted, 90),
+      p99: percentile(sorted, 99),
+      mean: sorted.reduce((sum, v) => sum + v, 0) / requests,
+    };
+  } finally {
+    agent.destroy();
+  }
+}
+
+/** The part of autocannon 9's result this benchmark reads. */
+interface AutocannonResult {
+  requests: { total: number; average: number };
+  latency: { p50: number; p90: number; p99: number; mean: number };
+  duration: number;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  '2xx': number;
+  '4xx': number;
+  '5xx': number;
+}
+type Autocannon = (options: Record<string, unknown>) => Promise<AutocannonResult>;
+// autocannon is CommonJS without type declarations.
+const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+
+/** Concurrency N with autocannon over real sockets: a discarded warm-up run, then the measured run. */
+export async function loaded(
+  baseUrl: string,
+  target: Target,
+  connections: number,
+  seconds: number,
+  warmupSeconds: number,
+): Promise<Sample> {
+  const options = { url: baseUrl + target.path, headers: target.headers, connections, pipelining: 1 };
+  if (warmupSeconds > 0) await autocannon({ ...options, duration: warmupSeconds });
+  const result = await autocannon({ ...options, duration: seconds });
+  const expectedCount = target.expectStatus >= 400 && target.expectStatus < 500 ? result['4xx'] : result['2xx'];
+  if (result.errors > 0 || result.timeouts > 0 || result['5xx'] > 0 || expectedCount !== result.requests.total) {
+    throw new Error(
+      `${target.label}: ${result.errors} errors, ${result.timeouts} timeouts, ${result['5xx']} 5xx, ` +
+        `${expectedCount} of ${result.requests.total} with the expected status ${target.expectStatus}`,
+    );
+  }
+  return {
+    requests: result.requests.total,
+    seconds: result.duration,
+    rps: result.requests.total / result.duration,
+    p50: result.latency.p50,
+    p90: result.latency.p90,
+    p99: result.latency.p99,
+    mean: result.latency.mean,
+  };
+}

@@ -1,0 +1,157 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+export interface ServerOptions {
+  /** `tsx` runs src/main.ts through the tsx loader; `dist` runs the built dist/main.js (run `npm run build` first). */
+  entry: 'tsx' | 'dist';
+  /** DATABASE_URL; a SQLite file in the temp data directory when unset. */
+  databaseUrl?: string;
+  logLevel: string;
+  /** CPU list for `taskset -c`, or null to run unpinned. */
+  cpus: string | null;
+}
+
+export interface BenchServer {
+  pid: number;
+  baseUrl: string;
+  host: string;
+  port: number;
+  /** The owner token of project default (WAYGATE_BOOTSTRAP_TOKEN). */
+  token: string;
+  dataDir: string;
+  logFile: string;
+  /** CPU time (user + system, all threads) the server process has used, in seconds; NaN without /proc. */
+  cpuSeconds(): number;
+  /** Lines the server logged at level error (50) or worse so far. */
+  errorLines(): string[];
+  stop(): Promise<void>;
+}
+
+export function hasTaskset(): boolean {
+  return ['/usr/bin/taskset', '/bin/taskset', '/usr/local/bin/taskset'].some((p) => fs.existsSync(p));
+}
+
+/** A free loopback port (the OS picks one, we release it and hand it to the server). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+function getStatus(url: string): Promise<number> {
+  return new Promise((resolve) => {
+    const req = http.get(url, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', () => resolve(0));
+    req.setTimeout(1000, () => req.destroy());
+  });
+}
+
+function waitForExit(child: ChildProcess, ms: number): Promise<boolean> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+/** Clock ticks per second for /proc/<pid>/stat; 100 on every mainstream Linux build. */
+const CLOCK_TICKS = 100;
+
+function cpuSecondsOf(pid: number): number {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may contain spaces) start at field 3; utime and stime are fields 14 and 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** Starts Waygate as a child process on a loopback port with its own temp data directory; resolves once ready. */
+export async function startServer(options: ServerOptions): Promise<BenchServer> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'waygate-bench-'));
+  const logFile = path.join(dataDir, 'server.log');
+  const port = await freePort();
+  const host = '127.0.0.1';
+  const token = `wgt_${randomBytes(32).toString('base64url')}`;
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    HOST: host,
+    PORT: String(port),
+    WAYGATE_DATA_DIR: dataDir,
+    DATABASE_URL: options.databaseUrl ?? `sqlite:${path.join(dataDir, 'waygate.db')}`,
+    WAYGATE_BOOTSTRAP_TOKEN: token,
+    WAYGATE_ADMIN_PASSWORD: randomBytes(18).toString('base64url'),
+    LOG_LEVEL: options.logLevel,
+  };
+  const nodeArgs = options.entry === 'dist' ? [path.join(REPO_ROOT, 'dist', 'main.js')] : ['--import', 'tsx', path.join(REPO_ROOT, 'src', 'main.ts')];
+  const [command, args] = options.cpus ? ['taskset', ['-c', options.cpus, process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
+  const log = fs.openSync(logFile, 'a');
+  // taskset execs node, so the child's PID is the server's PID.
+  const child = spawn(command as string, args as string[], { cwd: REPO_ROOT, env, stdio: ['ignore', log, log] });
+  fs.closeSync(log);
+  if (child.pid === undefined) throw new Error('could not start the Waygate server');
+  const pid = child.pid;
+  const baseUrl = `http://${host}:${port}`;
+
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    if (child.exitCode === null && child.signalCode === null) {
+      process.kill(pid, 'SIGTERM');
+      if (!(await waitForExit(child, 10_000))) {
+        process.kill(pid, 'SIGKILL');
+        await waitForExit(child, 5_000);
+      }
+    }
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  };
+
+  const deadline = Date.now() + 30_000;
+  while ((await getStatus(`${baseUrl}/api/health/ready`)) !== 200) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      const output = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').slice(-2000) : '';
+      await stop();
+      throw new Error(`Waygate did not become ready (exit code ${child.exitCode}):\n${output}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+
+  return {
+    pid,
+    baseUrl,
+    host,
+    port,
+    token,
+    dataDir,
+    logFile,
+    cpuSeconds: () => cpuSecondsOf(pid),
+    errorLines: () =>
+      (fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8') : '')
+        .split('\n')
+        .filter((line) => /"level":(50|60)/.test(line)),
+    stop,
+  };
+}
