@@ -13,6 +13,11 @@ export const TOKEN_PREFIX = 'wgt_';
  * through the bus; the expiry bounds staleness should a notice be lost.
  */
 const CACHE_TTL_MS = 30_000;
+/**
+ * Unknown values are remembered too, so a flood of made-up tokens does not reach the database on every request.
+ * Safe because values are 256 random bits; a chosen value (bootstrap, CLI) clears its entry when created here.
+ */
+const UNKNOWN_TTL_MS = 60_000;
 const REVOKED_TOPIC = 'tokens.revoked';
 const CACHE_MAX_ENTRIES = 10_000;
 
@@ -45,6 +50,7 @@ interface CachedToken {
 
 export class TokenService {
   private readonly cache = new Map<string, CachedToken>();
+  private readonly unknown = new Map<string, number>();
 
   constructor(private readonly store: TokenStore, private readonly projects: ProjectService, private readonly bus: Bus) {}
 
@@ -88,7 +94,9 @@ export class TokenService {
       createdByUserId: creator.kind === 'user' ? creator.userId : null,
       createdAt: Date.now(),
     };
-    await this.store.insert({ ...token, tokenHash: hashToken(value) });
+    const tokenHash = hashToken(value);
+    await this.store.insert({ ...token, tokenHash });
+    this.unknown.delete(tokenHash);
     return { token, value };
   }
 
@@ -99,8 +107,12 @@ export class TokenService {
     const now = Date.now();
     let record = this.fromCache(hash, now);
     if (!record) {
+      if ((this.unknown.get(hash) ?? 0) > now) return null;
       record = await this.store.findByHash(hash);
-      if (!record) return null;
+      if (!record) {
+        boundedSet(this.unknown, hash, now + UNKNOWN_TTL_MS);
+        return null;
+      }
       this.remember(hash, record, now);
     }
     if (record.revokedAt !== null || (record.expiresAt !== null && record.expiresAt <= now)) return null;
@@ -152,9 +164,14 @@ export class TokenService {
   }
 
   private remember(hash: string, record: TokenRecord, now: number): void {
-    if (this.cache.size >= CACHE_MAX_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
-    this.cache.set(hash, { record, until: now + CACHE_TTL_MS });
+    boundedSet(this.cache, hash, { record, until: now + CACHE_TTL_MS });
   }
+}
+
+/** Map insertion with the oldest entry evicted at the bound, so a cache cannot grow without limit. */
+function boundedSet<V>(map: Map<string, V>, key: string, value: V): void {
+  if (!map.has(key) && map.size >= CACHE_MAX_ENTRIES) map.delete(map.keys().next().value!);
+  map.set(key, value);
 }
 
 /** The public view of a token: never the value or its hash. */

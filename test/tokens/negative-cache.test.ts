@@ -1,0 +1,27 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { TokenStore } from '../../src/areas/tokens/store.js';
+import { randomBase32 } from '../../src/platform/ids.js';
+import { call, createTestApp, type TestApp } from '../helpers/app.js';
+
+describe('unknown token values', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await createTestApp();
+  });
+  afterAll(async () => t.close());
+
+  it('reach the database once, then are answered from memory', async () => {
+    const lookups = vi.spyOn(TokenStore.prototype, 'findByHash');
+    const value = `wgt_${randomBase32(43)}`;
+    for (let i = 0; i < 5; i++) expect((await call(t.app, value, { method: 'GET', url: '/api/client/v1/token' })).statusCode).toBe(401);
+    expect(lookups).toHaveBeenCalledTimes(1);
+    lookups.mockRestore();
+  });
+
+  it('a value seen as unknown works as soon as a token with exactly that value is created', async () => {
+    const value = `wgt_${randomBase32(43)}`;
+    expect((await call(t.app, value, { method: 'GET', url: '/api/client/v1/token' })).statusCode).toBe(401);
+    await t.ctx.services.tokens.create({ kind: 'system', tenantId: t.ctx.bootstrap.tenantId }, { name: 'chosen', projectId: t.ctx.bootstrap.projectId, role: 'viewer' }, value);
+    expect((await call(t.app, value, { method: 'GET', url: '/api/client/v1/token' })).statusCode).toBe(200);
+  });
+});
