@@ -21,6 +21,8 @@ export interface Config {
   logLevel: string;
   /** Failed logins allowed per email+address in `loginWindowSeconds` before 429. */
   loginMaxAttempts: number;
+  /** Login attempts (any email) per client address in the window: stops one password sprayed across accounts. */
+  loginMaxAttemptsPerAddress: number;
   loginWindowSeconds: number;
   sessionTtlSeconds: number;
   /** Behind a load balancer: trust X-Forwarded-For (true) or that many proxy hops, for client addresses. */
@@ -136,6 +138,7 @@ export function loadConfig(env: Env = process.env): Config {
     bodyLimitBytes: integer(env, 'WAYGATE_BODY_LIMIT_BYTES', 10 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     logLevel,
     loginMaxAttempts: integer(env, 'WAYGATE_LOGIN_MAX_ATTEMPTS', 10, 1, 1_000_000),
+    loginMaxAttemptsPerAddress: integer(env, 'WAYGATE_LOGIN_MAX_ATTEMPTS_PER_ADDRESS', 300, 1, 1_000_000_000),
     loginWindowSeconds: integer(env, 'WAYGATE_LOGIN_WINDOW_SECONDS', 900, 1, 86_400),
     sessionTtlSeconds: integer(env, 'WAYGATE_SESSION_TTL_SECONDS', 43_200, 60, 2_592_000),
     trustProxy: trustProxy(env),

@@ -50,7 +50,7 @@ export interface ContextOptions {
 
 export async function createContext(config: Config, options: ContextOptions = {}): Promise<Context> {
   const log = options.logger ?? pino({ level: config.logLevel });
-  const database = openDatabase(config.database);
+  const database = openDatabase(config.database, (err) => log.warn({ err }, 'database connection lost; reconnecting on next use'));
   let cache: Cache | undefined;
   let bus: Bus | undefined;
   try {

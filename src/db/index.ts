@@ -17,9 +17,12 @@ export interface DatabaseHandle {
   close(): Promise<void>;
 }
 
-export function openDatabase(target: DatabaseTarget): DatabaseHandle {
+/** `onError`: the pool lost an idle connection (server restart, failover); it reconnects on next use. */
+export function openDatabase(target: DatabaseTarget, onError: (err: Error) => void = () => undefined): DatabaseHandle {
   if (target.kind === 'postgres') {
-    const pool = new pg.Pool({ connectionString: target.url, max: 10 });
+    // A bounded connect wait keeps requests, readiness checks and shutdown from hanging on an unreachable server.
+    const pool = new pg.Pool({ connectionString: target.url, max: 10, connectionTimeoutMillis: 5_000 });
+    pool.on('error', onError);
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     return {
       db,

@@ -15,6 +15,7 @@ export interface AuthSettings {
   sessionSecret: string;
   sessionTtlSeconds: number;
   loginMaxAttempts: number;
+  loginMaxAttemptsPerAddress: number;
   loginWindowSeconds: number;
 }
 
@@ -38,25 +39,25 @@ export class AuthService {
   }
 
   /**
-   * Checks the password in constant time (an unknown email still costs one scrypt) and limits failed
-   * attempts per email and client address. Returns a session JWT.
+   * Checks the password in constant time (an unknown email still costs one scrypt). Every attempt is counted
+   * before the password is checked, so parallel guesses cannot slip past the limit: per email and client
+   * address, and per client address alone (one password tried across many accounts). Returns a session JWT.
    */
   async login(email: string, password: string, ipAddress: string): Promise<LoginResult> {
-    const attemptsKey = `login-failures:${createHash('sha256').update(`${email.toLowerCase()}|${ipAddress}`).digest('hex')}`;
-    const failures = Number((await this.cache.get(attemptsKey)) ?? 0);
+    const windowMs = this.settings.loginWindowSeconds * 1000;
+    const attemptsKey = `login-attempts:${createHash('sha256').update(`${email.toLowerCase()}|${ipAddress}`).digest('hex')}`;
+    const addressKey = `login-attempts-address:${createHash('sha256').update(ipAddress).digest('hex')}`;
+    const [account, address] = await Promise.all([this.cache.incr(attemptsKey, windowMs), this.cache.incr(addressKey, windowMs)]);
     const user = await this.users.findByEmail(email);
     const actor = user ? { tenantId: user.tenantId, userId: user.id } : null;
-    if (failures >= this.settings.loginMaxAttempts) {
-      // Counting the blocked attempt too tells how long the window has left (the expiry is not extended).
-      const { ttlMs } = await this.cache.incr(attemptsKey, this.settings.loginWindowSeconds * 1000);
+    const accountBlocked = account.count > this.settings.loginMaxAttempts;
+    const addressBlocked = address.count > this.settings.loginMaxAttemptsPerAddress;
+    if (accountBlocked || addressBlocked) {
+      const ttlMs = Math.max(accountBlocked ? account.ttlMs : 0, addressBlocked ? address.ttlMs : 0);
       return { ok: false, error: ERRORS.tooManyLogins(Math.ceil(ttlMs / 1000)), actor };
     }
     const valid = await verifyPassword(password, user?.passwordHash ?? DUMMY_PASSWORD_HASH);
-    if (!user || !valid) {
-      const { count, ttlMs } = await this.cache.incr(attemptsKey, this.settings.loginWindowSeconds * 1000);
-      const error = count > this.settings.loginMaxAttempts ? ERRORS.tooManyLogins(Math.ceil(ttlMs / 1000)) : ERRORS.badCredentials();
-      return { ok: false, error, actor };
-    }
+    if (!user || !valid) return { ok: false, error: ERRORS.badCredentials(), actor };
     await this.cache.del(attemptsKey);
     const expiresAt = Date.now() + this.settings.sessionTtlSeconds * 1000;
     const token = await new SignJWT({ tid: user.tenantId })
