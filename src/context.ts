@@ -17,7 +17,7 @@ import { migrateToLatest } from './db/migrate.js';
 import { createBus, type Bus } from './platform/bus.js';
 import { createCache, type Cache } from './platform/cache.js';
 import { HealthRegistry } from './platform/health.js';
-import { readPublicKeyPem, verifyLicence, type Licence } from './platform/licence.js';
+import { verifyLicence, type Licence } from './platform/licence.js';
 import { loadOrCreateSecret, SecretBox } from './platform/secrets.js';
 
 /** Everything a running Waygate holds: built once at start, shared by the HTTP app, the CLI and workers. */
@@ -59,7 +59,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
     bus = createBus(config.redisUrl, options.cachePrefix);
     const secrets = new SecretBox(loadOrCreateSecret(config.secretKey, config.dataDir, 'secret.key'));
     const sessionSecret = loadOrCreateSecret(config.sessionSecret, config.dataDir, 'session.key');
-    const licence = await verifyLicence(config.license, readPublicKeyPem(config.licensePublicKey));
+    const licence = await verifyLicence(config.license, config.licensePublicKey);
     if (licence.state === 'invalid' || licence.state === 'expired') log.warn({ licence: licence.state, reason: licence.error }, 'licence not in force');
 
     const { db } = database;

@@ -77,9 +77,10 @@ async function tokensCommand(sub: string | undefined, args: string[]): Promise<v
 
 async function inspectLicence(): Promise<void> {
   const config = loadConfig();
-  const { readPublicKeyPem, verifyLicence } = await import('../platform/licence.js');
-  const licence = await verifyLicence(config.license, readPublicKeyPem(config.licensePublicKey));
+  const { verifyLicence } = await import('../platform/licence.js');
+  const licence = await verifyLicence(config.license, config.licensePublicKey);
   const exp = licence.claims?.exp;
+  // Claims are shown only when the signature verified (valid or expired licences).
   print({ state: licence.state, error: licence.error, ...licence.claims, expiresAt: exp ? new Date(exp * 1000).toISOString() : null });
 }
 

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
-import { decodeJwt, importSPKI, jwtVerify } from 'jose';
+import { errors, importSPKI, jwtVerify, type JWTPayload } from 'jose';
+import { ConfigError } from '../config.js';
 
 /**
  * The public half of the Waygate licensing key. The private half never lives in this repository;
@@ -18,54 +19,59 @@ export interface LicenceClaims {
 }
 
 export interface Licence {
-  /** `none` when no licence is configured, `invalid` when it fails verification. */
+  /** `none` when no licence is configured, `invalid` when it fails verification (then `claims` is null). */
   state: 'valid' | 'expired' | 'invalid' | 'none';
   claims: LicenceClaims | null;
   error: string | null;
 }
 
-/** The key is PEM text itself or a path to a PEM file. */
+/** The key is PEM text itself or a path to a PEM file; an unreadable path is a configuration error. */
 export function readPublicKeyPem(value: string | undefined): string {
   if (value === undefined) return BUILT_IN_LICENSE_PUBLIC_KEY;
   if (value.includes('-----BEGIN')) return value.replace(/\\n/g, '\n');
-  return fs.readFileSync(value, 'utf8');
+  try {
+    return fs.readFileSync(value, 'utf8');
+  } catch (err) {
+    throw new ConfigError('WAYGATE_LICENSE_PUBLIC_KEY', `names a file that cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
 }
 
-function claimsOf(payload: Record<string, unknown>): LicenceClaims {
-  const features = Array.isArray(payload.features) ? payload.features.filter((f): f is string => typeof f === 'string') : [];
-  return {
-    tier: typeof payload.tier === 'string' ? payload.tier : 'community',
-    features,
-    sub: typeof payload.sub === 'string' ? payload.sub : null,
-    exp: typeof payload.exp === 'number' ? payload.exp : null,
-  };
+/** The licence's own claims, or a reason why they are not a licence: `tier`, `features` and `exp` are required. */
+function claimsOf(payload: JWTPayload): LicenceClaims | string {
+  if (typeof payload.tier !== 'string' || payload.tier === '') return 'licence has no tier claim';
+  if (!Array.isArray(payload.features) || !payload.features.every((f) => typeof f === 'string')) {
+    return 'licence features claim must be an array of strings';
+  }
+  if (typeof payload.exp !== 'number') return 'licence has no exp claim';
+  return { tier: payload.tier, features: payload.features as string[], sub: typeof payload.sub === 'string' ? payload.sub : null, exp: payload.exp };
 }
 
-/** Verifies an EdDSA-signed licence JWT. Expiry is judged again on every use, see `licenceCovers`. */
-export async function verifyLicence(token: string | undefined, publicKeyPem: string): Promise<Licence> {
+/**
+ * Verifies an EdDSA-signed licence JWT against the real clock (exp and nbf); expiry is judged again on every use.
+ * `publicKey` is WAYGATE_LICENSE_PUBLIC_KEY (PEM text or a path; the built-in key when undefined), read only when
+ * there is a licence to verify.
+ */
+export async function verifyLicence(token: string | undefined, publicKey: string | undefined): Promise<Licence> {
   if (token === undefined) return { state: 'none', claims: null, error: null };
+  const publicKeyPem = readPublicKeyPem(publicKey);
   try {
     const key = await importSPKI(publicKeyPem, 'EdDSA');
-    // Expiry is checked by licenceCovers so an expired licence is reported as such rather than as invalid.
-    const { payload } = await jwtVerify(token, key, { algorithms: ['EdDSA'], currentDate: new Date(0) });
+    const { payload } = await jwtVerify(token, key, { algorithms: ['EdDSA'] });
     const claims = claimsOf(payload);
-    const expired = claims.exp !== null && claims.exp * 1000 <= Date.now();
-    return { state: expired ? 'expired' : 'valid', claims, error: expired ? 'licence has expired' : null };
+    return typeof claims === 'string' ? { state: 'invalid', claims: null, error: claims } : { state: 'valid', claims, error: null };
   } catch (err) {
-    let claims: LicenceClaims | null = null;
-    try {
-      claims = claimsOf(decodeJwt(token));
-    } catch {
-      // not even a JWT
+    // jose checks the signature before the time claims, so an expired licence's claims are authentic.
+    if (err instanceof errors.JWTExpired) {
+      const claims = claimsOf(err.payload);
+      if (typeof claims !== 'string') return { state: 'expired', claims, error: 'licence has expired' };
     }
-    return { state: 'invalid', claims, error: err instanceof Error ? err.message : String(err) };
+    return { state: 'invalid', claims: null, error: err instanceof Error ? err.message : String(err) };
   }
 }
 
 /** True when a verified, unexpired licence lists the feature. */
 export function licenceCovers(licence: Licence, feature: string, now = Date.now()): boolean {
-  if (licence.state !== 'valid' && licence.state !== 'expired') return false;
-  const claims = licence.claims!;
-  if (claims.exp !== null && claims.exp * 1000 <= now) return false;
-  return claims.features.includes(feature);
+  if (licence.state !== 'valid' || !licence.claims) return false;
+  if (licence.claims.exp !== null && licence.claims.exp * 1000 <= now) return false;
+  return licence.claims.features.includes(feature);
 }
