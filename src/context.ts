@@ -63,12 +63,11 @@ export async function createContext(config: Config, options: ContextOptions = {}
     if (licence.state === 'invalid' || licence.state === 'expired') log.warn({ licence: licence.state, reason: licence.error }, 'licence not in force');
 
     const { db } = database;
-    const tokenStore = new TokenStore(db, database.dialect);
     const projects = new ProjectService(new ProjectStore(db));
     const users = new UserService(new UserStore(db));
-    const tokens = new TokenService(tokenStore, projects, bus);
+    const tokens = new TokenService(new TokenStore(db, database.dialect), projects, bus);
     await tokens.start();
-    const tenants = new TenantService(db, new TenantStore(db), projects, users, tokens, tokenStore);
+    const tenants = new TenantService(database.transaction, new TenantStore(db), projects, users, tokens);
     const auth = new AuthService({ ...config, sessionSecret }, users, projects, cache);
     const audit = new AuditService(new AuditStore(db), log);
     const bootstrap = await tenants.bootstrap(config);

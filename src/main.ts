@@ -15,9 +15,19 @@ export interface RunningServer {
 /** How long shutdown waits for in-flight requests before cutting the remaining connections. */
 const SHUTDOWN_GRACE_MS = 10_000;
 
-/** config -> database -> app -> listen; readiness turns ok only after all of it. */
-export async function startServer(config: Config): Promise<RunningServer> {
+/** Deliberately stdout, not the log: the one-time password must not end up in log storage. */
+function say(line: string): void {
+  process.stdout.write(line + '\n');
+}
+
+/**
+ * config -> database -> app -> listen; readiness turns ok only after all of it. A generated admin password is
+ * announced as soon as it is committed, so a start that fails later (port taken) does not lose it.
+ */
+export async function startServer(config: Config, announce: (line: string) => void = say): Promise<RunningServer> {
   const ctx = await createContext(config);
+  const { generatedAdminPassword, adminEmail } = ctx.bootstrap;
+  if (generatedAdminPassword) announce(`Admin ${adminEmail} password (generated, shown only this once): ${generatedAdminPassword}`);
   const app = await buildApp(ctx);
   const address = await app.listen({ port: config.port, host: config.host });
   ctx.health.markServing();
@@ -49,12 +59,8 @@ function printBanner(server: RunningServer): void {
     `  Client API:   ${server.url}/api/client/v1   (Authorization: Bearer <API token>)`,
     `  Log in:       POST ${server.url}/api/auth/login {"email":"${bootstrap.adminEmail}","password":...}`,
   ];
-  if (bootstrap.generatedAdminPassword) {
-    lines.push(`  Admin password (generated, shown only this once): ${bootstrap.generatedAdminPassword}`);
-  }
   if (bootstrap.bootstrapTokenCreated) lines.push('  Bootstrap API token from WAYGATE_BOOTSTRAP_TOKEN created for project "default".');
-  // Deliberately stdout, not the log: the one-time password must not end up in log storage.
-  process.stdout.write(lines.join('\n') + '\n');
+  say(lines.join('\n'));
 }
 
 /** `waygate serve` and `npm start`: runs until SIGTERM or SIGINT, then shuts down gracefully. */

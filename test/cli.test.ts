@@ -235,7 +235,7 @@ describe('waygate serve', { timeout: 90_000 }, () => {
     const first = await serve(dir, port);
     try {
       expect(first.output()).toContain(`127.0.0.1:${port}`);
-      const matches = [...first.output().matchAll(/Admin password \(generated, shown only this once\): (\S+)/g)];
+      const matches = [...first.output().matchAll(/password \(generated, shown only this once\): (\S+)/g)];
       expect(matches).toHaveLength(1);
       const password = matches[0]![1]!;
       expect(first.output().split(password)).toHaveLength(2);
@@ -252,10 +252,52 @@ describe('waygate serve', { timeout: 90_000 }, () => {
 
     const second = await serve(dir, port);
     try {
-      expect(second.output()).not.toContain('Admin password');
+      expect(second.output()).not.toContain("shown only this once");
       expect(await terminate(second.child, second.exit)).toBe(0);
     } finally {
       stop(second.child);
     }
+  });
+});
+
+describe('recovering the admin account', { timeout: 60_000 }, () => {
+  it('a first start that cannot listen still prints the generated password, which then works', async () => {
+    const dir = dataDir();
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const { port } = blocker.address() as net.AddressInfo;
+    try {
+      const failed = await run(['serve'], envFor(dir, { PORT: String(port), HOST: '127.0.0.1' }));
+      expect(failed.code).not.toBe(0);
+      const password = /password \(generated, shown only this once\): (\S+)/.exec(failed.stdout)?.[1];
+      expect(password).toBeDefined();
+      const db = new SQLite(path.join(dir, 'waygate.db'), { readonly: true });
+      const { password_hash: hash } = db.prepare('select password_hash from users').get() as { password_hash: string };
+      db.close();
+      expect(await verifyPassword(password!, hash)).toBe(true);
+    } finally {
+      await new Promise((resolve) => blocker.close(resolve));
+    }
+  });
+
+  it('users reset-password sets a new password (generated or given) and exits 2 on bad usage', async () => {
+    const dir = dataDir();
+    const env = envFor(dir, { WAYGATE_ADMIN_EMAIL: 'ops@example.test' });
+    json(await run(['init'], env));
+    const generated = json(await run(['users', 'reset-password', '--email', 'ops@example.test'], env)) as { password: string; user: { email: string } };
+    expect(generated.user.email).toBe('ops@example.test');
+    expect(generated.password).toMatch(/^[\w-]{20,}$/);
+    const chosen = json(await run(['users', 'reset-password', '--email', 'ops@example.test', '--password', 'chosen-password-9'], env)) as { password: string };
+    expect(chosen.password).toBe('chosen-password-9');
+    const db = new SQLite(path.join(dir, 'waygate.db'), { readonly: true });
+    const row = db.prepare('select password_hash, session_version from users').get() as { password_hash: string; session_version: number };
+    db.close();
+    expect(await verifyPassword('chosen-password-9', row.password_hash)).toBe(true);
+    expect(row.session_version).toBe(2);
+    expect((await run(['users', 'reset-password'], env)).code).toBe(2);
+    expect((await run(['users', 'reset-password', '--email', 'ops@example.test', '--password', 'short'], env)).code).toBe(2);
+    const unknown = await run(['users', 'reset-password', '--email', 'nobody@example.test'], env);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('nobody@example.test');
   });
 });

@@ -10,6 +10,7 @@ Commands:
   serve                     Run the gateway (same as npm start)
   init                      Create the database, tenant, project and admin without serving; prints JSON
   tokens create|list|revoke Manage API tokens of the default tenant
+  users reset-password      Set a user's password (generated when not given) and end their sessions
   license inspect           Show the configured licence and whether it verifies
 
 Configuration comes from the environment (see README). Every command takes --help.`,
@@ -21,6 +22,10 @@ Configuration comes from the environment (see README). Every command takes --hel
          Prints JSON {token, value}; the value is shown only here.
   list   Prints JSON {tokens} of the default tenant (never values).
   revoke --id TOKEN_ID`,
+  users: `Usage: waygate users reset-password --email EMAIL [--password PASSWORD]
+
+  Sets the password (a generated one, printed once, when --password is omitted) and ends the user's sessions.
+  Prints JSON {user, password}.`,
   license: `Usage: waygate license inspect\n\nVerifies WAYGATE_LICENSE against the built-in key or WAYGATE_LICENSE_PUBLIC_KEY and prints its claims as JSON.`,
 };
 
@@ -84,6 +89,18 @@ async function inspectLicence(): Promise<void> {
   print({ state: licence.state, error: licence.error, ...licence.claims, expiresAt: exp ? new Date(exp * 1000).toISOString() : null });
 }
 
+async function usersCommand(sub: string | undefined, args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { email: { type: 'string' }, password: { type: 'string' } } });
+  if (sub !== 'reset-password') throw new UsageError(HELP.users!);
+  if (!values.email) throw new UsageError('users reset-password needs --email');
+  if (values.password !== undefined && values.password.length < 8) throw new UsageError('--password must be at least 8 characters');
+  const { userView } = await import('../areas/users/service.js');
+  await withContext(async (ctx) => {
+    const { user, password } = await ctx.services.users.resetPassword(values.email!, values.password);
+    print({ user: userView(user), password });
+  });
+}
+
 export async function runCli(argv: string[]): Promise<void> {
   const [command, sub, ...rest] = argv;
   const wantsHelp = argv.includes('--help') || argv.includes('-h');
@@ -96,6 +113,8 @@ export async function runCli(argv: string[]): Promise<void> {
       return withContext(async (ctx) => print({ ...ctx.bootstrap, database: ctx.database.dialect, dataDir: ctx.config.dataDir }));
     case 'tokens':
       return tokensCommand(sub, rest);
+    case 'users':
+      return usersCommand(sub, rest);
     case 'license':
       if (sub !== 'inspect') throw new UsageError(HELP.license!);
       return inspectLicence();

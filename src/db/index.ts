@@ -9,9 +9,13 @@ import type { Database, Db, Dialect } from './types.js';
 // bigint columns hold millisecond timestamps, which fit a JS number exactly.
 pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
+/** Runs `fn` in one transaction; services pass the transaction on to the services whose rows it writes. */
+export type Transactor = <T>(fn: (trx: Db) => Promise<T>) => Promise<T>;
+
 export interface DatabaseHandle {
   db: Db;
   dialect: Dialect;
+  transaction: Transactor;
   /** One round trip, for the readiness check. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -27,6 +31,7 @@ export function openDatabase(target: DatabaseTarget, onError: (err: Error) => vo
     return {
       db,
       dialect: 'postgres',
+      transaction: (fn) => db.transaction().execute(fn),
       ping: async () => void (await sql`select 1`.execute(db)),
       close: () => db.destroy(),
     };
@@ -42,6 +47,7 @@ export function openDatabase(target: DatabaseTarget, onError: (err: Error) => vo
   return {
     db,
     dialect: 'sqlite',
+    transaction: (fn) => db.transaction().execute(fn),
     ping: async () => void (await sql`select 1`.execute(db)),
     close: () => db.destroy(),
   };

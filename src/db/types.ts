@@ -25,6 +25,7 @@ export interface UsersTable {
   password_hash: string;
   role: string;
   is_instance_admin: number;
+  session_version: Generated<number>;
   created_at: number;
 }
 

@@ -45,11 +45,16 @@ export function requireApiToken(scope: FastifyInstance, tokens: TokenService): v
   });
 }
 
+/** The session JWT a request presents: `Authorization: Bearer` or the HttpOnly cookie. */
+export function sessionCredential(request: FastifyRequest): string | undefined {
+  return bearer(request) ?? request.cookies[SESSION_COOKIE];
+}
+
 /** Dashboard API: a session JWT as `Authorization: Bearer` or the HttpOnly cookie; 401 without. */
 export function requireSession(scope: FastifyInstance, auth: AuthService): void {
   requireRbacEntries(scope);
   scope.addHook('onRequest', async (request) => {
-    const jwt = bearer(request) ?? request.cookies[SESSION_COOKIE];
+    const jwt = sessionCredential(request);
     if (!jwt) throw ERRORS.notAuthenticated();
     const projectHeader = request.headers['x-waygate-project'];
     const principal = await auth.authenticate(jwt, typeof projectHeader === 'string' ? projectHeader : undefined);

@@ -100,9 +100,9 @@ export function sessionSecretOf(t: TestApp): string {
 
 export async function signSession(
   secret: string,
-  claims: { sub: string; tid: string; issuer?: string; expiresAtSeconds?: number },
+  claims: { sub: string; tid: string; issuer?: string; expiresAtSeconds?: number; sessionVersion?: number },
 ): Promise<string> {
-  return new SignJWT({ tid: claims.tid })
+  return new SignJWT({ tid: claims.tid, sv: claims.sessionVersion ?? 0 })
     .setProtectedHeader({ alg: 'HS256' })
     .setSubject(claims.sub)
     .setIssuer(claims.issuer ?? 'waygate')

@@ -128,9 +128,17 @@ describe.each(BACKENDS)('login, logout and /api/auth/me on %s', (backend) => {
     }
   });
 
-  it('logout clears the cookie and answers 200 without a session', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/api/auth/logout', cookies: { waygate_session: t.adminSession } });
+  it('logout clears the cookie, ends every session of the user, and answers 200 without a session', async () => {
+    const user = await createUserSession(t, 'viewer');
+    const other = (await login(t, { email: user.email, password: 'user-password-123' })).json().token as string;
+    const res = await t.app.inject({ method: 'POST', url: '/api/auth/logout', cookies: { waygate_session: user.session } });
     expect(res.statusCode).toBe(200);
+    for (const session of [user.session, other]) {
+      expect((await call(t.app, session, { method: 'GET', url: '/api/auth/me' })).statusCode).toBe(401);
+    }
+    const again = (await login(t, { email: user.email, password: 'user-password-123' })).json().token as string;
+    expect((await call(t.app, again, { method: 'GET', url: '/api/auth/me' })).statusCode).toBe(200);
+    expect((await call(t.app, t.adminSession, { method: 'GET', url: '/api/auth/me' })).statusCode).toBe(200);
     expect(res.json()).toEqual({ success: true });
     const cookie = setCookieHeaders(res).find((c) => c.startsWith('waygate_session='));
     expect(cookie).toBeDefined();

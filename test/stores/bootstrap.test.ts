@@ -79,13 +79,32 @@ describe.each(BACKENDS)('first-start bootstrap on %s', (backend) => {
     await ctx.close();
   });
 
-  it('two instances starting together on one database bootstrap exactly once', async () => {
-    const config = await freshConfig(backend);
-    const [a, b] = await Promise.all([open(config), open(config)]);
-    expect(a.bootstrap.tenantId).toBe(b.bootstrap.tenantId);
-    expect([a.bootstrap.created, b.bootstrap.created].filter(Boolean)).toHaveLength(1);
-    expect(await counts(a)).toEqual({ tenants: 1, projects: 1, users: 1, tokens: 0 });
-    await a.close();
-    await b.close();
+  it('two instances starting together on one database bootstrap exactly once, bootstrap token included', async () => {
+    for (let round = 0; round < 3; round++) {
+      const config = await freshConfig(backend, { WAYGATE_BOOTSTRAP_TOKEN: `wgt_${randomBase32(43)}` });
+      const [a, b] = await Promise.all([open(config), open(config)]);
+      expect(a.bootstrap.tenantId).toBe(b.bootstrap.tenantId);
+      expect([a.bootstrap.created, b.bootstrap.created].filter(Boolean)).toHaveLength(1);
+      expect([a.bootstrap.bootstrapTokenCreated, b.bootstrap.bootstrapTokenCreated].filter(Boolean)).toHaveLength(1);
+      expect(await counts(a)).toEqual({ tenants: 1, projects: 1, users: 1, tokens: 1 });
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('a changed WAYGATE_BOOTSTRAP_TOKEN replaces the previous token, which stops working', async () => {
+    const first = `wgt_${randomBase32(43)}`;
+    const second = `wgt_${randomBase32(43)}`;
+    const config = await freshConfig(backend, { WAYGATE_BOOTSTRAP_TOKEN: first });
+    await (await open(config)).close();
+    const ctx = await open({ ...config, bootstrapToken: second });
+    expect(ctx.bootstrap.bootstrapTokenCreated).toBe(true);
+    expect(await ctx.services.tokens.authenticate(first)).toBeNull();
+    expect((await ctx.services.tokens.authenticate(second))?.role).toBe('owner');
+    await ctx.close();
+    const again = await open({ ...config, bootstrapToken: second });
+    expect(again.bootstrap.bootstrapTokenCreated).toBe(false);
+    expect(await counts(again)).toMatchObject({ tokens: 2 });
+    await again.close();
   });
 });

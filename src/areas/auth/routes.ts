@@ -2,7 +2,7 @@ import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { Context } from '../../context.js';
 import { ERRORS } from '../../http/errors.js';
-import { requireSession, userOf } from '../../http/guards.js';
+import { requireSession, sessionCredential, userOf } from '../../http/guards.js';
 import { userView } from '../users/service.js';
 import { SESSION_COOKIE } from './service.js';
 import { loginSchema, logoutSchema, meSchema, type LoginBody } from './schemas.js';
@@ -27,7 +27,14 @@ export async function authRoutes(app: FastifyInstance, { ctx }: { ctx: Context }
     return { token: result.token, expiresAt: new Date(result.expiresAt).toISOString(), user: userView(result.user) };
   });
 
-  app.post('/api/auth/logout', { schema: logoutSchema }, async (_request, reply) => {
+  // Ends every session of the user (sessions are stateless JWTs; the user's session version revokes them).
+  app.post('/api/auth/logout', { schema: logoutSchema }, async (request, reply) => {
+    const jwt = sessionCredential(request);
+    const principal = jwt ? await auth.authenticate(jwt, undefined) : null;
+    if (principal) {
+      await users.endSessions(principal.tenantId, principal.userId);
+      request.auditActor = { tenantId: principal.tenantId, userId: principal.userId };
+    }
     void reply.clearCookie(SESSION_COOKIE, { path: '/api' });
     return { success: true };
   });

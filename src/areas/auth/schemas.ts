@@ -29,7 +29,7 @@ export const loginSchema = {
 export const logoutSchema = {
   operationId: 'auth.logout',
   tags: ['dashboard'],
-  summary: 'Clear the session cookie',
+  summary: 'End every session of the user and clear the session cookie',
   response: { 200: Type.Object({ success: Type.Boolean() }) },
 };
 

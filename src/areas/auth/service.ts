@@ -60,7 +60,7 @@ export class AuthService {
     if (!user || !valid) return { ok: false, error: ERRORS.badCredentials(), actor };
     await this.cache.del(attemptsKey);
     const expiresAt = Date.now() + this.settings.sessionTtlSeconds * 1000;
-    const token = await new SignJWT({ tid: user.tenantId })
+    const token = await new SignJWT({ tid: user.tenantId, sv: user.sessionVersion })
       .setProtectedHeader({ alg: 'HS256' })
       .setSubject(user.id)
       .setIssuer(ISSUER)
@@ -77,16 +77,19 @@ export class AuthService {
   async authenticate(jwt: string, projectIdOrKey: string | undefined): Promise<UserPrincipal | null> {
     let subject: string | undefined;
     let tenantId: unknown;
+    let sessionVersion: unknown;
     try {
       const { payload } = await jwtVerify(jwt, this.key, { issuer: ISSUER, algorithms: ['HS256'] });
       subject = payload.sub;
       tenantId = payload.tid;
+      sessionVersion = payload.sv;
     } catch {
       return null;
     }
     if (!subject || typeof tenantId !== 'string') return null;
     const user = await this.users.findById(tenantId, subject);
-    if (!user) return null;
+    // A logout or password reset since this session was issued ends it.
+    if (!user || sessionVersion !== user.sessionVersion) return null;
     const project = projectIdOrKey
       ? await this.projects.require(user.tenantId, projectIdOrKey)
       : (await this.projects.list(user.tenantId))[0];

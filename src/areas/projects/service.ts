@@ -1,7 +1,8 @@
 import { isUniqueViolation } from '../../db/errors.js';
+import type { Db } from '../../db/types.js';
 import { ERRORS } from '../../http/errors.js';
 import { newId, slugify } from '../../platform/ids.js';
-import type { ProjectRecord, ProjectStore } from './store.js';
+import { ProjectStore, type ProjectRecord } from './store.js';
 
 export class ProjectService {
   constructor(private readonly store: ProjectStore) {}
@@ -21,7 +22,9 @@ export class ProjectService {
     return this.store.find(tenantId, idOrKey);
   }
 
-  async create(tenantId: string, input: { name: string; key?: string }, store = this.store): Promise<ProjectRecord> {
+  /** Creates a project, inside the caller's transaction when given. */
+  async create(tenantId: string, input: { name: string; key?: string }, trx?: Db): Promise<ProjectRecord> {
+    const store = trx ? new ProjectStore(trx) : this.store;
     const key = input.key ?? slugify(input.name);
     if (!/^[a-z0-9][a-z0-9-]{0,47}$/.test(key)) {
       throw ERRORS.validation('key must be 1-48 lower-case letters, digits or dashes (derived from name when omitted)');

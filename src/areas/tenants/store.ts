@@ -13,11 +13,6 @@ export class TenantStore {
     await this.db.insertInto('tenants').values({ id: tenant.id, name: tenant.name, created_at: tenant.createdAt }).execute();
   }
 
-  async findById(id: string): Promise<TenantRecord | null> {
-    const row = await this.db.selectFrom('tenants').selectAll().where('id', '=', id).executeTakeFirst();
-    return row ? { id: row.id, name: row.name, createdAt: row.created_at } : null;
-  }
-
   async getMeta(key: string): Promise<string | null> {
     const row = await this.db.selectFrom('instance_meta').select('value').where('key', '=', key).executeTakeFirst();
     return row?.value ?? null;
@@ -30,5 +25,13 @@ export class TenantStore {
 
   async updateMeta(key: string, value: string): Promise<void> {
     await this.db.updateTable('instance_meta').set({ value }).where('key', '=', key).execute();
+  }
+
+  async upsertMeta(key: string, value: string): Promise<void> {
+    await this.db
+      .insertInto('instance_meta')
+      .values({ key, value })
+      .onConflict((oc) => oc.column('key').doUpdateSet({ value }))
+      .execute();
   }
 }

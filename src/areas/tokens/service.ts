@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { ERRORS } from '../../http/errors.js';
 import type { Principal } from '../../http/principal.js';
 import { roleAtLeast, type PermissionMap, type Role } from '../../http/rbac.js';
+import { isUniqueViolation } from '../../db/errors.js';
 import type { Bus } from '../../platform/bus.js';
 import { newId } from '../../platform/ids.js';
 import type { ProjectService } from '../projects/service.js';
@@ -98,6 +99,23 @@ export class TokenService {
     await this.store.insert({ ...token, tokenHash });
     this.unknown.delete(tokenHash);
     return { token, value };
+  }
+
+  /**
+   * The token with exactly this value, created when missing (bootstrap token). Safe when instances start
+   * together: whoever inserts second finds the first one's row.
+   */
+  async ensure(tenantId: string, input: CreateTokenInput, value: string): Promise<{ token: TokenRecord; created: boolean }> {
+    const tokenHash = hashToken(value);
+    const existing = await this.store.findByHash(tokenHash);
+    if (existing) return { token: existing, created: false };
+    try {
+      return { token: (await this.create({ kind: 'system', tenantId }, input, value)).token, created: true };
+    } catch (err) {
+      const raced = isUniqueViolation(err) ? await this.store.findByHash(tokenHash) : null;
+      if (!raced) throw err;
+      return { token: raced, created: false };
+    }
   }
 
   /** The principal for a presented token value, or null when it is unknown, revoked or expired. */

@@ -1,10 +1,11 @@
 import { isUniqueViolation } from '../../db/errors.js';
+import type { Db } from '../../db/types.js';
 import { ERRORS } from '../../http/errors.js';
 import type { Principal } from '../../http/principal.js';
 import { roleAtLeast, type Role } from '../../http/rbac.js';
 import { newId } from '../../platform/ids.js';
-import { hashPassword } from '../../platform/passwords.js';
-import type { UserRecord, UserStore } from './store.js';
+import { generatePassword, hashPassword } from '../../platform/passwords.js';
+import { UserStore, type UserRecord } from './store.js';
 
 export interface CreateUserInput {
   email: string;
@@ -51,12 +52,14 @@ export class UserService {
       passwordHash: await hashPassword(input.password),
       role: input.role,
       isInstanceAdmin: input.isInstanceAdmin ?? false,
+      sessionVersion: 0,
       createdAt: Date.now(),
     };
   }
 
-  /** Inserts a prepared user; `store` may be bound to a transaction. */
-  async insertNew(user: UserRecord, store = this.store): Promise<void> {
+  /** Inserts a prepared user, inside the caller's transaction when given. */
+  async insertNew(user: UserRecord, trx?: Db): Promise<void> {
+    const store = trx ? new UserStore(trx) : this.store;
     const conflict = () => ERRORS.conflict(`A user with email ${user.email} already exists`);
     if (await store.findByEmail(user.email)) throw conflict();
     try {
@@ -65,6 +68,19 @@ export class UserService {
       // A concurrent request inserted the same email between the check and the insert.
       throw isUniqueViolation(err) ? conflict() : err;
     }
+  }
+
+  /** Ends every session of the user (logout). */
+  endSessions(tenantId: string, userId: string): Promise<void> {
+    return this.store.bumpSessionVersion(tenantId, userId);
+  }
+
+  /** Sets a new password (generated when omitted) and ends the user's sessions; for the operator's CLI. */
+  async resetPassword(email: string, password = generatePassword()): Promise<{ user: UserRecord; password: string }> {
+    const user = await this.findByEmail(email);
+    if (!user) throw ERRORS.notFound('User', email);
+    await this.store.setPasswordHash(user.id, await hashPassword(password));
+    return { user, password };
   }
 }
 

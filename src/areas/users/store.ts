@@ -10,6 +10,8 @@ export interface UserRecord {
   passwordHash: string;
   role: Role;
   isInstanceAdmin: boolean;
+  /** Sessions carry this; bumping it ends every session of the user. */
+  sessionVersion: number;
   createdAt: number;
 }
 
@@ -22,6 +24,7 @@ function toRecord(row: Selectable<UsersTable>): UserRecord {
     passwordHash: row.password_hash,
     role: row.role as Role,
     isInstanceAdmin: row.is_instance_admin === 1,
+    sessionVersion: row.session_version,
     createdAt: row.created_at,
   };
 }
@@ -40,6 +43,7 @@ export class UserStore {
         password_hash: user.passwordHash,
         role: user.role,
         is_instance_admin: user.isInstanceAdmin ? 1 : 0,
+        session_version: user.sessionVersion,
         created_at: user.createdAt,
       })
       .execute();
@@ -59,5 +63,23 @@ export class UserStore {
   async list(tenantId: string): Promise<UserRecord[]> {
     const rows = await this.db.selectFrom('users').selectAll().where('tenant_id', '=', tenantId).orderBy('created_at').orderBy('id').execute();
     return rows.map(toRecord);
+  }
+
+  async bumpSessionVersion(tenantId: string, id: string): Promise<void> {
+    await this.db
+      .updateTable('users')
+      .set((eb) => ({ session_version: eb('session_version', '+', 1) }))
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', id)
+      .execute();
+  }
+
+  /** A new password ends every session of the user. */
+  async setPasswordHash(id: string, passwordHash: string): Promise<void> {
+    await this.db
+      .updateTable('users')
+      .set((eb) => ({ password_hash: passwordHash, session_version: eb('session_version', '+', 1) }))
+      .where('id', '=', id)
+      .execute();
   }
 }
