@@ -30,17 +30,18 @@ export function registerAuditHook(app: FastifyInstance, audit: AuditService): vo
     if (!operationId) return; // unrouted (404) and undocumented internal routes
     if (!STATE_CHANGING.has(request.method) && statusCode !== 401 && statusCode !== 403) return;
     const principal = request.principal;
+    const actor = request.auditActor;
     const [area] = operationId.split('.');
     const path = request.url.split('?')[0] ?? request.url;
     const userAgent = request.headers['user-agent'];
     audit.record({
       id: newId('aud'),
-      tenantId: principal?.tenantId ?? request.auditActor?.tenantId ?? null,
-      projectId: principal?.projectId ?? null,
+      tenantId: principal?.tenantId ?? actor?.tenantId ?? null,
+      projectId: principal ? principal.projectId : (actor?.projectId ?? null),
       requestId: request.requestId,
-      actorType: principal?.kind ?? (request.auditActor ? 'user' : 'system'),
-      actorUserId: principal?.kind === 'user' ? principal.userId : (principal?.userId ?? request.auditActor?.userId ?? null),
-      apiTokenId: principal?.kind === 'api_token' ? principal.tokenId : null,
+      actorType: principal?.kind ?? (actor?.tokenId ? 'api_token' : actor ? 'user' : 'system'),
+      actorUserId: principal?.kind === 'user' ? principal.userId : (principal?.userId ?? actor?.userId ?? null),
+      apiTokenId: principal?.kind === 'api_token' ? principal.tokenId : (actor?.tokenId ?? null),
       service: ROUTE_PERMISSIONS[operationId]?.service ?? area ?? 'unknown',
       action: operationId,
       method: request.method,

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import secureJson from 'secure-json-parse';
 import { ERRORS } from './errors.js';
 
 /** True when any string (key or value) in a parsed JSON value holds a NUL character. Iterative: nesting depth is the client's. */
@@ -25,7 +26,8 @@ function parseJson(_request: FastifyRequest, body: string | Buffer, done: (err: 
   if (text === '') return done(null, undefined);
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    // As Fastify's own parser does: __proto__ and constructor.prototype keys are refused, not merged.
+    value = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
   } catch (err) {
     return done(ERRORS.malformedJson(err instanceof Error ? err.message : String(err)), undefined);
   }

@@ -1,11 +1,14 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { requestIdFromHeaders } from './request-id.js';
+import { DependencyUnavailableError, isConnectionFailure } from '../platform/errors.js';
 import { AppError, ERRORS } from './errors.js';
 import { formatValidationError } from './validation.js';
 
 /** Maps what Fastify itself throws (parsing, limits, validation) onto the catalogue. */
 function toAppError(error: FastifyError, bodyLimit: number, contentType: string): AppError {
   if (error instanceof AppError) return error;
+  if (error instanceof DependencyUnavailableError) return ERRORS.unavailable(`${error.dependency} is unreachable; try again shortly`);
+  if (isConnectionFailure(error)) return ERRORS.unavailable('The database is unreachable; try again shortly');
   if (error.validation) return ERRORS.validation(formatValidationError(error.validation, error.validationContext ?? 'body'));
   switch (error.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
@@ -44,11 +47,8 @@ export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const contentType = String(request.headers['content-type'] ?? '').split(';')[0]!.slice(0, 100);
     const appError = toAppError(error, bodyLimit, contentType);
-    if (appError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+    if (appError.statusCode >= 500) request.log.error({ err: error }, appError.statusCode === 503 ? 'backing service unavailable' : 'request failed');
     send(reply, appError);
   });
-  app.setNotFoundHandler((request, reply) => {
-    const error = ERRORS.routeNotFound(request.method, request.url.split('?')[0] ?? request.url);
-    void reply.status(404).send({ error: { message: error.message, type: error.type, code: error.code } });
-  });
+  app.setNotFoundHandler((request, reply) => send(reply, ERRORS.routeNotFound(request.method, request.url.split('?')[0] ?? request.url)));
 }

@@ -8,8 +8,8 @@ declare module 'fastify' {
     principal: Principal | null;
     /** The resource a state-changing request touched, for its audit event. */
     auditResource: { type: string; id: string } | null;
-    /** The user a request acted as when no session existed yet (login). */
-    auditActor: { tenantId: string; userId: string } | null;
+    /** Who a request acted as when it was not authenticated: a login's account, a revoked or expired token. */
+    auditActor: { tenantId: string; userId?: string | null; tokenId?: string; projectId?: string | null } | null;
   }
   interface FastifyContextConfig {
     /** Client-API routes are project-scoped unless they say otherwise (audit is tenant-wide). */

@@ -39,8 +39,11 @@ export function requireApiToken(scope: FastifyInstance, tokens: TokenService): v
   scope.addHook('onRequest', async (request) => {
     const value = bearer(request);
     if (value === undefined) throw ERRORS.missingToken();
-    const principal = await tokens.authenticate(value);
-    if (!principal) throw ERRORS.invalidToken();
+    const { principal, refused } = await tokens.check(value);
+    if (!principal) {
+      if (refused) request.auditActor = refused;
+      throw ERRORS.invalidToken();
+    }
     check(request, principal);
   });
 }

@@ -36,14 +36,22 @@ export class RedisBus implements Bus {
   private readonly emitter = new EventEmitter();
 
   constructor(url: string, private readonly prefix = 'waygate:') {
-    this.publisher = new Redis(url, { maxRetriesPerRequest: 2 });
-    this.subscriber = new Redis(url, { maxRetriesPerRequest: 2 });
+    this.publisher = new Redis(url, { maxRetriesPerRequest: 1, connectTimeout: 2_000 });
+    this.subscriber = new Redis(url, { maxRetriesPerRequest: 1, connectTimeout: 2_000 });
     // Failures show up in the cache health check; these stop ioredis' unhandled-error crash.
     this.publisher.on('error', () => undefined);
     this.subscriber.on('error', () => undefined);
     this.subscriber.on('message', (channel: string, message: string) => {
       this.emitter.emit(channel.slice(this.prefix.length), message);
     });
+    // Subscriptions are (re)made whenever the connection becomes ready, so a Redis that is down at start or
+    // restarts later does not leave this instance deaf.
+    this.subscriber.on('ready', () => void this.resubscribe());
+  }
+
+  private async resubscribe(): Promise<void> {
+    const channels = this.emitter.eventNames().map((topic) => this.prefix + String(topic));
+    if (channels.length > 0) await this.subscriber.subscribe(...channels).catch(() => undefined);
   }
 
   async publish(topic: string, message: string): Promise<void> {
@@ -51,8 +59,9 @@ export class RedisBus implements Bus {
   }
 
   async subscribe(topic: string, handler: BusHandler): Promise<void> {
-    if (this.emitter.listenerCount(topic) === 0) await this.subscriber.subscribe(this.prefix + topic);
+    const first = this.emitter.listenerCount(topic) === 0;
     this.emitter.on(topic, handler);
+    if (first && this.subscriber.status === 'ready') await this.subscriber.subscribe(this.prefix + topic);
   }
 
   async close(): Promise<void> {

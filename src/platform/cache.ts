@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import { DependencyUnavailableError } from './errors.js';
 
 /**
  * Shared key/value state with expiry: in-process by default, Redis when REDIS_URL is set so that
@@ -78,32 +79,41 @@ export class RedisCache implements Cache {
 
   /** `prefix` keeps keys of one deployment (or one test run) apart from everything else in the server. */
   constructor(url: string, private readonly prefix = 'waygate:') {
-    this.redis = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 2, enableOfflineQueue: true });
+    // While Redis is down a command fails after one reconnection attempt, so requests answer 503 instead of hanging.
+    this.redis = new Redis(url, { maxRetriesPerRequest: 1, connectTimeout: 2_000 });
     // Connection errors surface through the failed commands and the health check; this stops the unhandled-event crash.
     this.redis.on('error', () => undefined);
   }
 
+  /** Redis failures surface as DependencyUnavailableError, which the HTTP layer answers with 503. */
+  private async call<T>(operation: () => Promise<T>): Promise<T> {
+    try {
+      return await operation();
+    } catch (err) {
+      throw new DependencyUnavailableError('Redis', err);
+    }
+  }
+
   async get(key: string): Promise<string | null> {
-    return this.redis.get(this.prefix + key);
+    return this.call(() => this.redis.get(this.prefix + key));
   }
 
   async set(key: string, value: string, ttlMs: number): Promise<void> {
-    await this.redis.set(this.prefix + key, value, 'PX', ttlMs);
+    await this.call(() => this.redis.set(this.prefix + key, value, 'PX', ttlMs));
   }
 
   async del(key: string): Promise<void> {
-    await this.redis.del(this.prefix + key);
+    await this.call(() => this.redis.del(this.prefix + key));
   }
 
   async incr(key: string, ttlMs: number): Promise<{ count: number; ttlMs: number }> {
     const full = this.prefix + key;
     // One round trip: increment, set the window's expiry only on its first hit, read what is left.
-    const [[, count], , [, left]] = (await this.redis
-      .multi()
-      .incr(full)
-      .pexpire(full, ttlMs, 'NX')
-      .pttl(full)
-      .exec()) as [[null, number], [null, number], [null, number]];
+    const [[, count], , [, left]] = (await this.call(() => this.redis.multi().incr(full).pexpire(full, ttlMs, 'NX').pttl(full).exec())) as [
+      [null, number],
+      [null, number],
+      [null, number],
+    ];
     return { count, ttlMs: left > 0 ? left : ttlMs };
   }
 

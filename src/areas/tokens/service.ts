@@ -33,6 +33,12 @@ export interface CreateTokenInput {
   rateLimit?: TokenRateLimit;
 }
 
+/** A refused token that exists names its tenant, project and id (for the audit log). */
+export interface TokenCheck {
+  principal: Principal | null;
+  refused: { tenantId: string; projectId: string | null; tokenId: string } | null;
+}
+
 /** Who creates a token: a dashboard user, or the system (bootstrap, CLI). */
 export type TokenCreator = { kind: 'system'; tenantId: string } | Extract<Principal, { kind: 'user' }>;
 
@@ -52,12 +58,14 @@ interface CachedToken {
 export class TokenService {
   private readonly cache = new Map<string, CachedToken>();
   private readonly unknown = new Map<string, number>();
+  /** Hashes revoked here or announced on the bus, until any cached copy of them has expired. */
+  private readonly revoked = new Map<string, number>();
 
   constructor(private readonly store: TokenStore, private readonly projects: ProjectService, private readonly bus: Bus) {}
 
   /** Starts listening for revocations made on other instances. */
   async start(): Promise<void> {
-    await this.bus.subscribe(REVOKED_TOPIC, (hash) => this.cache.delete(hash));
+    await this.bus.subscribe(REVOKED_TOPIC, (hash) => this.forget(hash));
   }
 
   /** Creates a token and returns its value; the value is never stored or shown again. */
@@ -120,29 +128,44 @@ export class TokenService {
 
   /** The principal for a presented token value, or null when it is unknown, revoked or expired. */
   async authenticate(value: string): Promise<Principal | null> {
-    if (!value.startsWith(TOKEN_PREFIX)) return null;
+    return (await this.check(value)).principal;
+  }
+
+  /**
+   * Authentication with the reason for a refusal: a known but revoked or expired token still names its tenant,
+   * so the refusal lands in that tenant's audit log.
+   */
+  async check(value: string): Promise<TokenCheck> {
+    if (!value.startsWith(TOKEN_PREFIX)) return { principal: null, refused: null };
     const hash = hashToken(value);
     const now = Date.now();
     let record = this.fromCache(hash, now);
     if (!record) {
-      if ((this.unknown.get(hash) ?? 0) > now) return null;
+      if ((this.unknown.get(hash) ?? 0) > now) return { principal: null, refused: null };
       record = await this.store.findByHash(hash);
       if (!record) {
         boundedSet(this.unknown, hash, now + UNKNOWN_TTL_MS);
-        return null;
+        return { principal: null, refused: null };
       }
       this.remember(hash, record, now);
     }
-    if (record.revokedAt !== null || (record.expiresAt !== null && record.expiresAt <= now)) return null;
+    // The marker also covers a look-up that was in flight when the revocation happened and cached the old row.
+    const revoked = record.revokedAt !== null || (this.revoked.get(hash) ?? 0) > now;
+    if (revoked || (record.expiresAt !== null && record.expiresAt <= now)) {
+      return { principal: null, refused: { tenantId: record.tenantId, projectId: record.projectId, tokenId: record.id } };
+    }
     return {
-      kind: 'api_token',
-      tenantId: record.tenantId,
-      projectId: record.projectId,
-      tokenId: record.id,
-      role: record.role,
-      permissions: record.permissions,
-      grants: record.grants,
-      userId: record.createdByUserId,
+      principal: {
+        kind: 'api_token',
+        tenantId: record.tenantId,
+        projectId: record.projectId,
+        tokenId: record.id,
+        role: record.role,
+        permissions: record.permissions,
+        grants: record.grants,
+        userId: record.createdByUserId,
+      },
+      refused: null,
     };
   }
 
@@ -165,10 +188,16 @@ export class TokenService {
     }
     const hash = await this.store.hashOf(actor.tenantId, id);
     if (hash) {
-      this.cache.delete(hash);
-      await this.bus.publish(REVOKED_TOPIC, hash);
+      this.forget(hash);
+      // Best effort: without the notice other instances still drop the token when their cached copy expires.
+      await this.bus.publish(REVOKED_TOPIC, hash).catch(() => undefined);
     }
     return token;
+  }
+
+  private forget(hash: string): void {
+    this.cache.delete(hash);
+    boundedSet(this.revoked, hash, Date.now() + CACHE_TTL_MS);
   }
 
   private fromCache(hash: string, now: number): TokenRecord | null {

@@ -1,0 +1,20 @@
+/** A backing service (Redis, the database) could not be reached; the HTTP layer answers 503, not 500. */
+export class DependencyUnavailableError extends Error {
+  constructor(readonly dependency: string, cause: unknown) {
+    super(`${dependency} is unreachable: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = 'DependencyUnavailableError';
+  }
+}
+
+/** Connection-level failures of pg, better-sqlite3 and sockets: the service is down or busy, the request was fine. */
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH',
+  '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006', 'SQLITE_BUSY',
+]);
+
+export function isConnectionFailure(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
+  // pg's pool reports an exhausted connect timeout without a code.
+  return err instanceof Error && /timeout exceeded when trying to connect|Connection terminated/i.test(err.message);
+}
