@@ -25,6 +25,8 @@ export interface Config {
   loginMaxAttemptsPerAddress: number;
   loginWindowSeconds: number;
   sessionTtlSeconds: number;
+  /** Seconds between readiness turning "down" and the listener closing, for load balancers to drain. */
+  shutdownDelaySeconds: number;
   /** Behind a load balancer: trust X-Forwarded-For (true) or that many proxy hops, for client addresses. */
   trustProxy: boolean | number;
 }
@@ -142,5 +144,6 @@ export function loadConfig(env: Env = process.env): Config {
     loginWindowSeconds: integer(env, 'WAYGATE_LOGIN_WINDOW_SECONDS', 900, 1, 86_400),
     sessionTtlSeconds: integer(env, 'WAYGATE_SESSION_TTL_SECONDS', 43_200, 60, 2_592_000),
     trustProxy: trustProxy(env),
+    shutdownDelaySeconds: integer(env, 'WAYGATE_SHUTDOWN_DELAY_SECONDS', 0, 0, 300),
   };
 }

@@ -1,4 +1,3 @@
-import path from 'node:path';
 import pino, { type Logger } from 'pino';
 import { AuditService } from './areas/audit/service.js';
 import { AuditStore } from './areas/audit/store.js';
@@ -16,6 +15,7 @@ import { openDatabase, type DatabaseHandle } from './db/index.js';
 import { migrateToLatest } from './db/migrate.js';
 import { createBus, type Bus } from './platform/bus.js';
 import { createCache, type Cache } from './platform/cache.js';
+import { cacheCheck, databaseCheck } from './platform/core-checks.js';
 import { HealthRegistry } from './platform/health.js';
 import { verifyLicence, type Licence } from './platform/licence.js';
 import { loadOrCreateSecret, SecretBox } from './platform/secrets.js';
@@ -59,6 +59,10 @@ export async function createContext(config: Config, options: ContextOptions = {}
     bus = createBus(config.redisUrl, options.cachePrefix);
     const secrets = new SecretBox(loadOrCreateSecret(config.secretKey, config.dataDir, 'secret.key'));
     const sessionSecret = loadOrCreateSecret(config.sessionSecret, config.dataDir, 'session.key');
+    if (config.database.kind === 'postgres' && (!config.secretKey || !config.sessionSecret)) {
+      // Key files live in each instance's own data directory: instances sharing this database would disagree.
+      log.warn('WAYGATE_SECRET_KEY or WAYGATE_SESSION_SECRET is unset: set both when several instances share this database');
+    }
     const licence = await verifyLicence(config.license, config.licensePublicKey);
     if (licence.state === 'invalid' || licence.state === 'expired') log.warn({ licence: licence.state, reason: licence.error }, 'licence not in force');
 
@@ -73,19 +77,8 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const bootstrap = await tenants.bootstrap(config);
 
     const health = new HealthRegistry();
-    health.register(database.dialect, async () => {
-      await database.ping();
-      return { status: 'ok', details: database.dialect === 'sqlite' ? { file: path.basename(config.database.kind === 'sqlite' ? config.database.file : '') } : {} };
-    });
-    const healthCache = cache;
-    health.register('cache', async () => {
-      const key = `health:${process.pid}`;
-      const value = String(Date.now());
-      await healthCache.set(key, value, 10_000);
-      const read = await healthCache.get(key);
-      if (read !== value) return { status: 'degraded', message: 'cache read back a different value', details: { kind: healthCache.kind } };
-      return { status: 'ok', details: { kind: healthCache.kind } };
-    });
+    health.register(database.dialect, databaseCheck(database, config.database));
+    health.register('cache', cacheCheck(cache));
 
     const closeCache = cache;
     const closeBus = bus;

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
@@ -39,6 +40,8 @@ export async function startServer(config: Config, announce: (line: string) => vo
     stop: () => {
       stopping ??= (async () => {
         ctx.health.markStopping();
+        // Readiness already answers 503; give the load balancer time to notice before the listener closes.
+        if (config.shutdownDelaySeconds > 0) await sleep(config.shutdownDelaySeconds * 1000);
         const deadline = setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
         deadline.unref();
         try {

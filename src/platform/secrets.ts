@@ -9,21 +9,33 @@ import path from 'node:path';
 export function loadOrCreateSecret(envValue: string | undefined, dataDir: string, fileName: string): string {
   if (envValue !== undefined) return envValue;
   const file = path.join(dataDir, fileName);
-  try {
-    return fs.readFileSync(file, 'utf8').trim();
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
+  const existing = readSecretFile(file);
+  if (existing !== null) return existing;
   fs.mkdirSync(dataDir, { recursive: true });
-  const secret = randomBytes(32).toString('base64url');
+  // Written whole to a temporary file, then linked into place: a process starting at the same moment either
+  // finds no file or a complete one, and whoever links first wins.
+  const temp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  fs.writeFileSync(temp, randomBytes(32).toString('base64url') + '\n', { mode: 0o600 });
   try {
-    fs.writeFileSync(file, secret + '\n', { mode: 0o600, flag: 'wx' });
-    return secret;
+    fs.linkSync(temp, file);
   } catch (err) {
-    // Another process created it first: use theirs.
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return fs.readFileSync(file, 'utf8').trim();
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  } finally {
+    fs.rmSync(temp, { force: true });
+  }
+  return readSecretFile(file)!;
+}
+
+function readSecretFile(file: string): string | null {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw err;
   }
+  if (text.length < 32) throw new Error(`${file} holds a secret shorter than 32 characters; remove it to have a new one generated`);
+  return text;
 }
 
 /** AES-256-GCM for secrets at rest (provider keys, connected-agent keys): `v1.<iv>.<tag>.<ciphertext>`. */

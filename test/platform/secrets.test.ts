@@ -84,7 +84,30 @@ describe('loadOrCreateSecret', () => {
   it('reads an existing file, trimming the trailing newline', () => {
     const dir = path.join(tmp, 'existing');
     fs.mkdirSync(dir, { recursive: true });
-    fs.writeFileSync(path.join(dir, 'secret.key'), 'operator-provided-secret\n');
-    expect(loadOrCreateSecret(undefined, dir, 'secret.key')).toBe('operator-provided-secret');
+    fs.writeFileSync(path.join(dir, 'secret.key'), 'operator-provided-secret-of-32-chars\n');
+    expect(loadOrCreateSecret(undefined, dir, 'secret.key')).toBe('operator-provided-secret-of-32-chars');
+  });
+
+  it('refuses a key file shorter than 32 characters, as it refuses such environment values', () => {
+    const dir = path.join(tmp, 'short');
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, 'secret.key'), 'too-short\n');
+    expect(() => loadOrCreateSecret(undefined, dir, 'secret.key')).toThrow(/shorter than 32/);
+  });
+
+  it('processes racing to create the file all end up with the same complete secret', async () => {
+    const dir = path.join(tmp, 'race');
+    const { spawn } = await import('node:child_process');
+    const script = `import('${path.resolve('src/platform/secrets.ts')}').then((m) => process.stdout.write(m.loadOrCreateSecret(undefined, ${JSON.stringify(dir)}, 'secret.key')))`;
+    const runs = Array.from({ length: 4 }, () => new Promise<string>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      child.stdout.on('data', (chunk) => (out += chunk));
+      child.once('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`exit ${code}`))));
+    }));
+    const secrets = await Promise.all(runs);
+    expect(new Set(secrets).size).toBe(1);
+    expect(secrets[0]!.length).toBeGreaterThanOrEqual(32);
+    expect(fs.readdirSync(dir)).toEqual(['secret.key']);
   });
 });
