@@ -1,5 +1,8 @@
 import path from 'node:path';
 
+/** Deliberately loose (`admin@localhost` is a real address here); the one email rule of the project. */
+export const EMAIL_PATTERN = '^[^\\s@]+@[^\\s@]+$';
+
 /** Where the data lives: an embedded SQLite file or a PostgreSQL server. */
 export type DatabaseTarget = { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string };
 
@@ -102,7 +105,7 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('WAYGATE_BOOTSTRAP_TOKEN', 'must start with wgt_ followed by at least 16 base64url characters');
   }
   const adminEmail = text(env, 'WAYGATE_ADMIN_EMAIL') ?? 'admin@localhost';
-  if (!/^[^\s@]+@[^\s@]+$/.test(adminEmail)) throw new ConfigError('WAYGATE_ADMIN_EMAIL', 'is not an email address');
+  if (!new RegExp(EMAIL_PATTERN).test(adminEmail)) throw new ConfigError('WAYGATE_ADMIN_EMAIL', 'is not an email address');
   const adminPassword = text(env, 'WAYGATE_ADMIN_PASSWORD');
   if (adminPassword !== undefined && adminPassword.length < 8) {
     throw new ConfigError('WAYGATE_ADMIN_PASSWORD', 'must be at least 8 characters');

@@ -17,13 +17,17 @@ function bearer(request: FastifyRequest): string | undefined {
   return match?.[1];
 }
 
-/** Every route of a guarded scope must be in the RBAC table, or start-up fails. */
-function requireRbacEntries(scope: FastifyInstance): void {
+/**
+ * Every route of a guarded scope must be in the RBAC table, or start-up fails; its OpenAPI description gets the
+ * scope's security scheme from the guard itself, so the document cannot claim less than the code enforces.
+ */
+function guardRoutes(scope: FastifyInstance, scheme: 'bearer' | 'session'): void {
   scope.addHook('onRoute', (route) => {
     const operationId = (route.schema as { operationId?: string } | undefined)?.operationId;
     if (!operationId || !ROUTE_PERMISSIONS[operationId]) {
       throw new Error(`Route ${route.method} ${route.url} needs an operationId listed in ROUTE_PERMISSIONS`);
     }
+    route.schema = { ...route.schema, security: [{ [scheme]: [] }] } as typeof route.schema;
   });
 }
 
@@ -35,7 +39,7 @@ function check(request: FastifyRequest, principal: Principal): void {
 
 /** Client API: `Authorization: Bearer wgt_...`; 401, then 403 (RBAC), then 400 for a project-less token. */
 export function requireApiToken(scope: FastifyInstance, tokens: TokenService): void {
-  requireRbacEntries(scope);
+  guardRoutes(scope, 'bearer');
   scope.addHook('onRequest', async (request) => {
     const value = bearer(request);
     if (value === undefined) throw ERRORS.missingToken();
@@ -55,7 +59,7 @@ export function sessionCredential(request: FastifyRequest): string | undefined {
 
 /** Dashboard API: a session JWT as `Authorization: Bearer` or the HttpOnly cookie; 401 without. */
 export function requireSession(scope: FastifyInstance, auth: AuthService): void {
-  requireRbacEntries(scope);
+  guardRoutes(scope, 'session');
   scope.addHook('onRequest', async (request) => {
     const jwt = sessionCredential(request);
     if (!jwt) throw ERRORS.notAuthenticated();

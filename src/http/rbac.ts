@@ -4,7 +4,6 @@ import type { Principal } from './principal.js';
 export const ROLES = ['owner', 'admin', 'member', 'viewer'] as const;
 export type Role = (typeof ROLES)[number];
 export type AccessLevel = 'none' | 'read' | 'write';
-export const ACCESS_LEVELS: readonly AccessLevel[] = ['none', 'read', 'write'];
 
 /** RBAC service slugs: the names used in permission maps, the route table and audit events. */
 export const SERVICES = [

@@ -1,4 +1,5 @@
 import { Type, type TSchema, type TUnsafe } from '@sinclair/typebox';
+import { EMAIL_PATTERN } from '../config.js';
 
 export const ErrorBody = Type.Object(
   {
@@ -30,8 +31,6 @@ export function errorResponses(...codes: number[]): Record<number, TSchema> {
 export const IsoDateTime = Type.String({ format: 'date-time' });
 export const NullableIsoDateTime = Type.Union([IsoDateTime, Type.Null()]);
 export const Name = Type.String({ minLength: 1, maxLength: 200 });
-/** Deliberately loose (`admin@localhost` is a real address here); the same rule as WAYGATE_ADMIN_EMAIL. */
-export const EMAIL_PATTERN = '^[^\\s@]+@[^\\s@]+$';
 export const Email = Type.String({ pattern: EMAIL_PATTERN, maxLength: 254, description: 'An email address (local@domain)' });
 export const Password = Type.String({ minLength: 8, maxLength: 256 });
 /** A string enum as plain JSON Schema `enum`, so a bad value's error lists the allowed ones. */

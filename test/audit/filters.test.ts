@@ -178,3 +178,15 @@ describe.each(BACKENDS)('GET /api/client/v1/audit/logs filters on %s', (backend)
     expect(await names(`service=seedbeta&method=post&q=under&${WINDOW}`)).toEqual(['e6', 'e4']);
   });
 });
+
+describe('audit date filters are ISO 8601 only', () => {
+  it('free text that Date.parse would accept is ignored, ISO dates and date-times are used', async () => {
+    const { auditFilterFrom } = await import('../../src/areas/audit/service.js');
+    expect(auditFilterFrom({ from: 'hello 2' }).from).toBeUndefined();
+    expect(auditFilterFrom({ to: 'March 7, 2026' }).to).toBeUndefined();
+    expect(auditFilterFrom({ from: '2026-03-07' }).from).toBe(Date.parse('2026-03-07'));
+    expect(auditFilterFrom({ to: '2026-03-07T10:20:30.123Z' }).to).toBe(Date.parse('2026-03-07T10:20:30.123Z'));
+    expect(auditFilterFrom({ from: '2026-03-07T10:20:30+02:00' }).from).toBe(Date.parse('2026-03-07T10:20:30+02:00'));
+    expect(auditFilterFrom({ from: '2026-02-31' }).from).toBeUndefined();
+  });
+});

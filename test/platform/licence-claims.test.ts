@@ -30,7 +30,7 @@ describe('licence claims', () => {
     ['no tier', { features: ['aegis'], exp: 0 }, 'tier'],
     ['features not a list', { tier: 'enterprise', features: 'aegis', exp: 0 }, 'features'],
     ['a feature that is not text', { tier: 'enterprise', features: ['aegis', 7], exp: 0 }, 'features'],
-  ])('refuses a licence with %s', async (_label, claims, named) => {
+  ])('refuses a licence with %s', async (_label, claims: Record<string, unknown>, named) => {
     const withExp = claims.exp === 0 ? { ...claims, exp: now() + 3600 } : claims;
     const licence = await verifyLicence(await sign(withExp), keys.publicKeyPem);
     expect(licence.state).toBe('invalid');

@@ -43,7 +43,6 @@ export const listAuditSchema = {
   operationId: 'audit.list',
   tags: ['client'],
   summary: 'Tenant-wide audit log, newest first (owner/admin tokens or the audit:read grant)',
-  security: [{ bearer: [] }],
   querystring: AuditQuery,
   response: {
     200: Type.Object({ object: Type.Literal('list'), data: Type.Array(AuditEventView) }),

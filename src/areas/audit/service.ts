@@ -107,6 +107,51 @@ export class AuditService {
   }
 }
 
+export interface AuditQuery {
+  action?: string;
+  actorUserId?: string;
+  from?: string;
+  to?: string;
+  method?: string;
+  outcome?: string;
+  q?: string;
+  service?: string;
+  limit?: number;
+  skip?: number;
+}
+
+const OUTCOMES = new Set(['success', 'failure', 'denied']);
+/** ISO 8601 date or date-time; Date.parse alone would also take free text such as "hello 2". */
+const ISO_8601 = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i;
+
+/** Milliseconds for a real calendar moment (no 31 February, which Date.parse would roll over), else undefined. */
+function parseTime(value: string | undefined): number | undefined {
+  const match = value === undefined ? null : ISO_8601.exec(value.trim());
+  if (!match) return undefined;
+  const [year, month, day, hour = 0, minute = 0, second = 0] = match.slice(1).map((part) => (part === undefined ? undefined : Number(part))) as number[];
+  const daysInMonth = new Date(Date.UTC(year!, month!, 0)).getUTCDate();
+  if (month! < 1 || month! > 12 || day! < 1 || day! > daysInMonth || hour > 23 || minute > 59 || second > 59) return undefined;
+  const ms = Date.parse(value!.trim());
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
+/** Interface 4.4: unparseable dates and unknown outcomes are ignored, the method is upper-cased, the page clamped. */
+export function auditFilterFrom(query: AuditQuery): AuditFilter {
+  return {
+    action: query.action,
+    actorUserId: query.actorUserId,
+    from: parseTime(query.from),
+    to: parseTime(query.to),
+    method: query.method?.toUpperCase(),
+    outcome: query.outcome !== undefined && OUTCOMES.has(query.outcome) ? (query.outcome as AuditFilter['outcome']) : undefined,
+    q: query.q === undefined || query.q.trim() === '' ? undefined : query.q.trim(),
+    service: query.service,
+    limit: Math.min(1000, Math.max(1, query.limit ?? 100)),
+    // Past any real row count the page is simply empty; the bound keeps the offset a valid SQL integer.
+    skip: Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, query.skip ?? 0)),
+  };
+}
+
 export function auditEventView(event: AuditEvent) {
   return { ...event, createdAt: new Date(event.createdAt).toISOString() };
 }

@@ -37,7 +37,6 @@ export const meSchema = {
   operationId: 'auth.me',
   tags: ['dashboard'],
   summary: 'The logged-in user and the current project',
-  security: [{ session: [] }],
   response: {
     200: Type.Object({ user: UserView, tenantId: Type.String(), projectId: Type.Union([Type.String(), Type.Null()]) }),
     ...errorResponses(401, 404),

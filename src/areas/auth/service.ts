@@ -92,7 +92,7 @@ export class AuthService {
     if (!user || sessionVersion !== user.sessionVersion) return null;
     const project = projectIdOrKey
       ? await this.projects.require(user.tenantId, projectIdOrKey)
-      : (await this.projects.list(user.tenantId))[0];
+      : await this.projects.defaultFor(user.tenantId);
     return {
       kind: 'user',
       tenantId: user.tenantId,

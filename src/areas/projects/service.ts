@@ -4,6 +4,10 @@ import { ERRORS } from '../../http/errors.js';
 import { newId, slugify } from '../../platform/ids.js';
 import { ProjectStore, type ProjectRecord } from './store.js';
 
+/** Project keys: URL-friendly, also used by the route schema. */
+export const PROJECT_KEY_PATTERN = '^[a-z0-9][a-z0-9-]{0,47}$';
+const PROJECT_KEY = new RegExp(PROJECT_KEY_PATTERN);
+
 export class ProjectService {
   constructor(private readonly store: ProjectStore) {}
 
@@ -18,15 +22,16 @@ export class ProjectService {
     return project;
   }
 
-  find(tenantId: string, idOrKey: string): Promise<ProjectRecord | null> {
-    return this.store.find(tenantId, idOrKey);
+  /** The project a session works in when it names none: the tenant's first. */
+  defaultFor(tenantId: string): Promise<ProjectRecord | null> {
+    return this.store.first(tenantId);
   }
 
   /** Creates a project, inside the caller's transaction when given. */
   async create(tenantId: string, input: { name: string; key?: string }, trx?: Db): Promise<ProjectRecord> {
     const store = trx ? new ProjectStore(trx) : this.store;
     const key = input.key ?? slugify(input.name);
-    if (!/^[a-z0-9][a-z0-9-]{0,47}$/.test(key)) {
+    if (!PROJECT_KEY.test(key)) {
       throw ERRORS.validation('key must be 1-48 lower-case letters, digits or dashes (derived from name when omitted)');
     }
     const conflict = () => ERRORS.conflict(`A project with key "${key}" already exists`);

@@ -38,4 +38,9 @@ export class ProjectStore {
       .executeTakeFirst();
     return row ? toRecord(row) : null;
   }
+
+  async first(tenantId: string): Promise<ProjectRecord | null> {
+    const row = await this.db.selectFrom('projects').selectAll().where('tenant_id', '=', tenantId).orderBy('created_at').orderBy('id').limit(1).executeTakeFirst();
+    return row ? toRecord(row) : null;
+  }
 }

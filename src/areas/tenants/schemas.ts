@@ -12,7 +12,6 @@ export const createTenantSchema = {
   operationId: 'tenants.create',
   tags: ['dashboard'],
   summary: 'Create a tenant with its default project and owner (instance admin only)',
-  security: [{ session: [] }],
   body: CreateTenantBody,
   response: {
     201: Type.Object({

@@ -6,7 +6,7 @@ import { tokenView } from './service.js';
 import { createTokenSchema, listTokensSchema, revokeTokenSchema, selfTokenSchema, type CreateTokenBody } from './schemas.js';
 
 export async function tokenRoutes(app: FastifyInstance, { ctx }: { ctx: Context }): Promise<void> {
-  const { tokens, projects, auth } = ctx.services;
+  const { tokens, auth } = ctx.services;
 
   await app.register(async (dashboard) => {
     requireSession(dashboard, auth);
@@ -16,10 +16,7 @@ export async function tokenRoutes(app: FastifyInstance, { ctx }: { ctx: Context 
     }));
 
     dashboard.post<{ Body: Static<typeof CreateTokenBody> }>('/api/tokens', { schema: createTokenSchema }, async (request, reply) => {
-      const actor = userOf(request);
-      const body = request.body;
-      const projectId = body.projectId === null ? null : (await projects.require(actor.tenantId, body.projectId)).id;
-      const { token, value } = await tokens.create(actor, { ...body, projectId });
+      const { token, value } = await tokens.create(userOf(request), request.body);
       request.auditResource = { type: 'api_token', id: token.id };
       return reply.status(201).send({ token: tokenView(token), value });
     });

@@ -59,7 +59,6 @@ export const CreateTokenBody = Type.Object(
 export const listTokensSchema = {
   operationId: 'tokens.list',
   tags: ['dashboard'],
-  security: [{ session: [] }],
   response: { 200: Type.Object({ tokens: Type.Array(TokenView) }), ...errorResponses(401, 403) },
 };
 
@@ -67,7 +66,6 @@ export const createTokenSchema = {
   operationId: 'tokens.create',
   tags: ['dashboard'],
   summary: 'Create an API token; `value` appears only in this response',
-  security: [{ session: [] }],
   body: CreateTokenBody,
   response: { 201: Type.Object({ token: TokenView, value: Type.String() }), ...errorResponses(400, 401, 403, 404) },
 };
@@ -75,7 +73,6 @@ export const createTokenSchema = {
 export const revokeTokenSchema = {
   operationId: 'tokens.revoke',
   tags: ['dashboard'],
-  security: [{ session: [] }],
   params: Type.Object({ id: Type.String({ maxLength: 100 }) }),
   response: { 200: Type.Object({ token: TokenView }), ...errorResponses(401, 403, 404) },
 };
@@ -84,7 +81,6 @@ export const selfTokenSchema = {
   operationId: 'tokens.self',
   tags: ['client'],
   summary: 'The calling token: its id, project, role and permissions (never its value)',
-  security: [{ bearer: [] }],
   response: {
     200: Type.Object({
       data: Type.Object({

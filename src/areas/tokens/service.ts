@@ -24,6 +24,7 @@ const CACHE_MAX_ENTRIES = 10_000;
 
 export interface CreateTokenInput {
   name: string;
+  /** Project id or key; null for a project-less token. */
   projectId: string | null;
   role: Role;
   permissions?: PermissionMap;
@@ -82,7 +83,8 @@ export class TokenService {
     if (input.rateLimit && input.rateLimit.rpm === undefined && input.rateLimit.tpm === undefined) {
       throw ERRORS.validation('rateLimit needs rpm or tpm (or both)');
     }
-    if (input.projectId !== null) await this.projects.require(creator.tenantId, input.projectId);
+    // The project may be named by id or key; the token stores the id.
+    const project = input.projectId === null ? null : await this.projects.require(creator.tenantId, input.projectId);
     const expiresAt = input.expiresAt === undefined ? null : Date.parse(input.expiresAt);
     if (expiresAt !== null && (Number.isNaN(expiresAt) || expiresAt <= Date.now())) {
       throw ERRORS.validation('expiresAt must be an ISO 8601 date-time in the future');
@@ -90,7 +92,7 @@ export class TokenService {
     const token: TokenRecord = {
       id: newId('tok'),
       tenantId: creator.tenantId,
-      projectId: input.projectId,
+      projectId: project?.id ?? null,
       name: input.name,
       role: input.role,
       permissions: input.permissions ?? null,

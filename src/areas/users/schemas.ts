@@ -10,14 +10,12 @@ export const CreateUserBody = Type.Object(
 export const listUsersSchema = {
   operationId: 'users.list',
   tags: ['dashboard'],
-  security: [{ session: [] }],
   response: { 200: Type.Object({ users: Type.Array(UserView) }), ...errorResponses(401, 403) },
 };
 
 export const createUserSchema = {
   operationId: 'users.create',
   tags: ['dashboard'],
-  security: [{ session: [] }],
   body: CreateUserBody,
   response: { 201: Type.Object({ user: UserView }), ...errorResponses(400, 401, 403, 409) },
 };
