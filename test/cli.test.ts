@@ -7,6 +7,7 @@ import SQLite from 'better-sqlite3';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { verifyPassword } from '../src/platform/passwords.js';
 import { licenceKeys, signLicence } from './helpers/licence.js';
+import { freePort } from './helpers/net.js';
 
 // The CLI runs (transpiled once per run by test/global-setup.ts) in real child processes; every process is
 // stopped by its PID in a finally.
@@ -56,14 +57,6 @@ async function run(args: string[], env: NodeJS.ProcessEnv): Promise<Run> {
 function json(result: Run): Record<string, unknown> & { token?: Record<string, unknown>; tokens?: Array<Record<string, unknown>> } {
   if (result.code !== 0) throw new Error(`exit ${result.code}: ${result.stderr}`);
   return JSON.parse(result.stdout);
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 describe('waygate --help', { timeout: 60_000 }, () => {

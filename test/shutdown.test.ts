@@ -11,6 +11,7 @@ import type { AuditEvent } from '../src/areas/audit/store.js';
 import { createContext } from '../src/context.js';
 import { newId, randomBase32 } from '../src/platform/ids.js';
 import { BACKENDS, call, createTestApp } from './helpers/app.js';
+import { freePort } from './helpers/net.js';
 
 describe.each(BACKENDS)('in-process shutdown on %s', (backend) => {
   it('app.close() flushes buffered audit events; a reopened context finds them all', async () => {
@@ -69,14 +70,6 @@ interface Server {
 
 function stop(child: ChildProcess): void {
   if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) process.kill(child.pid, 'SIGKILL');
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 async function startServe(): Promise<Server> {

@@ -105,3 +105,20 @@ export async function createUserSession(t: Pick<TestApp, 'app' | 'adminSession'>
 export async function flushAudit(t: Pick<TestApp, 'ctx'>): Promise<void> {
   await t.ctx.services.audit.flush();
 }
+
+/**
+ * A data directory and an empty database (a SQLite file in it, or a fresh PostgreSQL database) for tests that
+ * build their own contexts; `remove` deletes both.
+ */
+export async function tempDeployment(backend: Backend): Promise<{ dataDir: string; databaseUrl: string; remove: () => Promise<void> }> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'waygate-deploy-'));
+  const pgDb = backend === 'postgres' ? await createTestDatabase() : null;
+  return {
+    dataDir,
+    databaseUrl: pgDb ? pgDb.url : `sqlite:${path.join(dataDir, 'waygate.db')}`,
+    remove: async () => {
+      await pgDb?.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,6 +1,3 @@
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,8 +6,7 @@ import { loadConfig } from '../../src/config.js';
 import { createContext } from '../../src/context.js';
 import { RedisCache } from '../../src/platform/cache.js';
 import { randomBase32 } from '../../src/platform/ids.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call } from '../helpers/app.js';
-import { createTestDatabase } from '../helpers/postgres.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call, tempDeployment } from '../helpers/app.js';
 import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
 
 const hasRedis = await redisReachable();
@@ -24,17 +20,11 @@ describe.skipIf(!hasRedis).each(BACKENDS)('two instances sharing %s and Redis', 
   const cleanups: (() => Promise<void>)[] = [];
 
   beforeAll(async () => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'waygate-multi-'));
-    cleanups.push(async () => fs.rmSync(dataDir, { recursive: true, force: true }));
-    let databaseUrl = `sqlite:${path.join(dataDir, 'waygate.db')}`;
-    if (backend === 'postgres') {
-      const database = await createTestDatabase();
-      cleanups.push(database.drop);
-      databaseUrl = database.url;
-    }
+    const deployment = await tempDeployment(backend);
+    cleanups.push(deployment.remove);
     const config = loadConfig({
-      WAYGATE_DATA_DIR: dataDir,
-      DATABASE_URL: databaseUrl,
+      WAYGATE_DATA_DIR: deployment.dataDir,
+      DATABASE_URL: deployment.databaseUrl,
       REDIS_URL: TEST_REDIS_URL,
       WAYGATE_ADMIN_EMAIL: ADMIN_EMAIL,
       WAYGATE_ADMIN_PASSWORD: ADMIN_PASSWORD,

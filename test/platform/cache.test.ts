@@ -1,21 +1,12 @@
-import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createCache, MemoryCache, RedisCache } from '../../src/platform/cache.js';
 import { randomBase32 } from '../../src/platform/ids.js';
+import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
 
-const REDIS_URL = 'redis://127.0.0.1:6379';
+const REDIS_URL = TEST_REDIS_URL;
 
-function reachable(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
-    socket.setTimeout(1_000);
-    socket.once('connect', () => (socket.destroy(), resolve(true)));
-    socket.once('error', () => resolve(false));
-    socket.once('timeout', () => (socket.destroy(), resolve(false)));
-  });
-}
 
-const redisUp = await reachable(6379);
+const redisUp = await redisReachable();
 
 /** Polls (bounded) until the key has expired on the real clock. */
 async function waitUntilGone(cache: RedisCache, key: string): Promise<string | null> {
@@ -95,7 +86,7 @@ describe('MemoryCache with an injected clock', () => {
   });
 });
 
-describe.skipIf(!redisUp)('RedisCache against redis://127.0.0.1:6379 (skipped when Redis is unreachable)', () => {
+describe.skipIf(!redisUp)('RedisCache against TEST_REDIS_URL (skipped when Redis is unreachable)', () => {
   const prefix = `waygate-test:cache:${randomBase32(10)}:`;
   const cache = new RedisCache(REDIS_URL, prefix);
   const twin = new RedisCache(REDIS_URL, prefix);

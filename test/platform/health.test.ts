@@ -1,19 +1,10 @@
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RedisCache } from '../../src/platform/cache.js';
 import { HealthRegistry } from '../../src/platform/health.js';
 import { BACKENDS, createTestApp, type TestApp } from '../helpers/app.js';
+import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
 
-function reachable(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
-    socket.setTimeout(1_000);
-    socket.once('connect', () => (socket.destroy(), resolve(true)));
-    socket.once('error', () => resolve(false));
-    socket.once('timeout', () => (socket.destroy(), resolve(false)));
-  });
-}
-const redisUp = await reachable(6379);
+const redisUp = await redisReachable();
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 
@@ -138,7 +129,7 @@ describe.each(BACKENDS)('health probes on %s', (backend) => {
   });
 
   it.skipIf(!redisUp)('with REDIS_URL the cache check reports kind redis (skipped when Redis is unreachable)', async () => {
-    await withApp({ backend, env: { REDIS_URL: 'redis://127.0.0.1:6379' } }, async (s) => {
+    await withApp({ backend, env: { REDIS_URL: TEST_REDIS_URL } }, async (s) => {
       expect(s.ctx.cache.kind).toBe('redis');
       const { status, body } = await ready(s);
       expect(status).toBe(200);

@@ -1,14 +1,10 @@
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createContext, type Context } from '../../src/context.js';
 import { hashToken } from '../../src/areas/tokens/service.js';
 import { randomBase32 } from '../../src/platform/ids.js';
-import { BACKENDS } from '../helpers/app.js';
-import { createTestDatabase } from '../helpers/postgres.js';
+import { BACKENDS, tempDeployment, type Backend } from '../helpers/app.js';
 
 const silent = pino({ level: 'silent' });
 const cleanups: (() => Promise<void>)[] = [];
@@ -17,16 +13,10 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()!();
 });
 
-async function freshConfig(backend: string, env: Record<string, string> = {}): Promise<Config> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'waygate-bootstrap-'));
-  cleanups.push(async () => fs.rmSync(dataDir, { recursive: true, force: true }));
-  let databaseUrl = `sqlite:${path.join(dataDir, 'waygate.db')}`;
-  if (backend === 'postgres') {
-    const database = await createTestDatabase();
-    cleanups.push(database.drop);
-    databaseUrl = database.url;
-  }
-  return loadConfig({ WAYGATE_DATA_DIR: dataDir, DATABASE_URL: databaseUrl, ...env });
+async function freshConfig(backend: Backend, env: Record<string, string> = {}): Promise<Config> {
+  const deployment = await tempDeployment(backend);
+  cleanups.push(deployment.remove);
+  return loadConfig({ WAYGATE_DATA_DIR: deployment.dataDir, DATABASE_URL: deployment.databaseUrl, ...env });
 }
 
 async function open(config: Config): Promise<Context> {
