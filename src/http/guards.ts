@@ -31,7 +31,7 @@ function guardRoutes(scope: FastifyInstance, scheme: 'bearer' | 'session'): void
   });
 }
 
-function check(request: FastifyRequest, principal: Principal): void {
+function admit(request: FastifyRequest, principal: Principal): void {
   request.principal = principal;
   authorize(principal, operationIdOf(request)!);
   if (request.routeOptions.config.projectScoped !== false && principal.projectId === null) throw ERRORS.projectRequired();
@@ -48,7 +48,7 @@ export function requireApiToken(scope: FastifyInstance, tokens: TokenService): v
       if (refused) request.auditActor = refused;
       throw ERRORS.invalidToken();
     }
-    check(request, principal);
+    admit(request, principal);
   });
 }
 
