@@ -4,7 +4,7 @@ import path from 'node:path';
 export const EMAIL_PATTERN = '^[^\\s@]+@[^\\s@]+$';
 
 /** Where the data lives: an embedded SQLite file or a PostgreSQL server. */
-export type DatabaseTarget = { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string };
+export type DatabaseTarget = { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string; poolSize: number };
 
 export interface Config {
   port: number;
@@ -79,7 +79,7 @@ function trustProxy(env: Env): boolean | number {
   throw new ConfigError('WAYGATE_TRUST_PROXY', `must be true, false or a number of proxy hops, got ${quoted(raw)}`);
 }
 
-function databaseTarget(raw: string | undefined, dataDir: string): DatabaseTarget {
+function databaseTarget(raw: string | undefined, dataDir: string, poolSize: number): DatabaseTarget {
   if (raw === undefined) return { kind: 'sqlite', file: path.join(dataDir, 'waygate.db') };
   if (raw.startsWith('postgres://') || raw.startsWith('postgresql://')) {
     try {
@@ -87,7 +87,7 @@ function databaseTarget(raw: string | undefined, dataDir: string): DatabaseTarge
     } catch {
       throw new ConfigError('DATABASE_URL', 'is not a valid postgres:// URL');
     }
-    return { kind: 'postgres', url: raw };
+    return { kind: 'postgres', url: raw, poolSize };
   }
   if (raw.startsWith('sqlite:')) {
     const file = raw.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
@@ -129,7 +129,7 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),
     host: text(env, 'HOST') ?? '127.0.0.1',
-    database: databaseTarget(text(env, 'DATABASE_URL'), dataDir),
+    database: databaseTarget(text(env, 'DATABASE_URL'), dataDir, integer(env, 'WAYGATE_DATABASE_POOL_SIZE', 10, 1, 1000)),
     dataDir,
     redisUrl,
     secretKey,

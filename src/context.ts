@@ -46,6 +46,8 @@ export interface ContextOptions {
   logger?: Logger;
   /** Redis key prefix; tests give each run its own. */
   cachePrefix?: string;
+  /** CLI commands other than init leave WAYGATE_BOOTSTRAP_TOKEN alone: a stale shell must not rotate it. */
+  skipBootstrapToken?: boolean;
 }
 
 export async function createContext(config: Config, options: ContextOptions = {}): Promise<Context> {
@@ -74,7 +76,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const tenants = new TenantService(database.transaction, new TenantStore(db), projects, users, tokens);
     const auth = new AuthService({ ...config, sessionSecret }, users, projects, cache);
     const audit = new AuditService(new AuditStore(db), log);
-    const bootstrap = await tenants.bootstrap(config);
+    const bootstrap = await tenants.bootstrap(options.skipBootstrapToken ? { ...config, bootstrapToken: undefined } : config);
 
     const health = new HealthRegistry();
     health.register(database.dialect, databaseCheck(database, config.database));

@@ -101,7 +101,7 @@ describe('loadConfig parses every variable', () => {
     expect(loadConfig({ DATABASE_URL: 'sqlite:/abs/path.db' }).database).toEqual({ kind: 'sqlite', file: '/abs/path.db' });
     expect(loadConfig({ DATABASE_URL: 'sqlite:///abs/path.db' }).database).toEqual({ kind: 'sqlite', file: '/abs/path.db' });
     expect(loadConfig({ DATABASE_URL: 'sqlite:./here/w.db' }).database).toEqual({ kind: 'sqlite', file: path.resolve('./here/w.db') });
-    expect(loadConfig({ DATABASE_URL: 'postgresql://localhost/w' }).database).toEqual({ kind: 'postgres', url: 'postgresql://localhost/w' });
+    expect(loadConfig({ DATABASE_URL: 'postgresql://localhost/w' }).database).toEqual({ kind: 'postgres', url: 'postgresql://localhost/w', poolSize: 10 });
     expect(loadConfig({ DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test' }).database.kind).toBe('postgres');
   });
 

@@ -36,10 +36,10 @@ function print(value: unknown): void {
 class UsageError extends Error {}
 
 // The server, database and crypto modules load only for commands that use them, so --help answers at once.
-async function withContext<T>(fn: (ctx: Context) => Promise<T>): Promise<T> {
+async function withContext<T>(fn: (ctx: Context) => Promise<T>, options: { bootstrapToken: boolean } = { bootstrapToken: false }): Promise<T> {
   const config = loadConfig();
   const [{ default: pino }, { createContext }] = await Promise.all([import('pino'), import('../context.js')]);
-  const ctx = await createContext(config, { logger: pino({ level: 'warn' }, process.stderr) });
+  const ctx = await createContext(config, { logger: pino({ level: 'warn' }, process.stderr), skipBootstrapToken: !options.bootstrapToken });
   try {
     return await fn(ctx);
   } finally {
@@ -110,7 +110,9 @@ export async function runCli(argv: string[]): Promise<void> {
     case 'serve':
       return (await import('../main.js')).serve();
     case 'init':
-      return withContext(async (ctx) => print({ ...ctx.bootstrap, database: ctx.database.dialect, dataDir: ctx.config.dataDir }));
+      return withContext(async (ctx) => print({ ...ctx.bootstrap, database: ctx.database.dialect, dataDir: ctx.config.dataDir }), {
+        bootstrapToken: true,
+      });
     case 'tokens':
       return tokensCommand(sub, rest);
     case 'users':

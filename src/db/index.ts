@@ -24,8 +24,9 @@ export interface DatabaseHandle {
 /** `onError`: the pool lost an idle connection (server restart, failover); it reconnects on next use. */
 export function openDatabase(target: DatabaseTarget, onError: (err: Error) => void = () => undefined): DatabaseHandle {
   if (target.kind === 'postgres') {
-    // A bounded connect wait keeps requests, readiness checks and shutdown from hanging on an unreachable server.
-    const pool = new pg.Pool({ connectionString: target.url, max: 10, connectionTimeoutMillis: 5_000 });
+    // pg applies this bound to connecting and to waiting for a free pooled connection alike: generous enough for a
+    // busy pool, bounded so requests, readiness checks and shutdown do not hang on an unreachable server.
+    const pool = new pg.Pool({ connectionString: target.url, max: target.poolSize, connectionTimeoutMillis: 15_000 });
     pool.on('error', onError);
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     return {

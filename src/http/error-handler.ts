@@ -8,7 +8,7 @@ import { formatValidationError } from './validation.js';
 function toAppError(error: FastifyError, bodyLimit: number, contentType: string): AppError {
   if (error instanceof AppError) return error;
   if (error instanceof DependencyUnavailableError) return ERRORS.unavailable(`${error.dependency} is unreachable; try again shortly`);
-  if (isConnectionFailure(error)) return ERRORS.unavailable('The database is unreachable; try again shortly');
+  if (isConnectionFailure(error)) return ERRORS.unavailable('A backing service is unreachable or saturated; try again shortly', 5);
   if (error.validation) return ERRORS.validation(formatValidationError(error.validation, error.validationContext ?? 'body'));
   switch (error.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':

@@ -48,9 +48,10 @@ export const ERRORS = {
     new AppError(404, 'not_found_error', `No route for ${method} ${url}`, 'route_not_found'),
   conflict: (message: string) => new AppError(409, 'conflict_error', message, 'conflict'),
   tooManyLogins: (retryAfterSeconds: number) =>
-    new AppError(429, 'rate_limit_error', `Too many failed logins; try again in ${retryAfterSeconds} s`, 'login_rate_limited', {
+    new AppError(429, 'rate_limit_error', `Too many login attempts; try again in ${retryAfterSeconds} s`, 'login_rate_limited', {
       'retry-after': String(retryAfterSeconds),
     }),
-  unavailable: (message: string) => new AppError(503, 'service_unavailable', message, 'unavailable'),
+  unavailable: (message: string, retryAfterSeconds?: number) =>
+    new AppError(503, 'service_unavailable', message, 'unavailable', retryAfterSeconds ? { 'retry-after': String(retryAfterSeconds) } : {}),
   internal: () => new AppError(500, 'server_error', 'Internal server error', 'internal_error'),
 };

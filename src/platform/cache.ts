@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { DependencyUnavailableError } from './errors.js';
+import { DependencyUnavailableError, isConnectionFailure } from './errors.js';
 
 /**
  * Shared key/value state with expiry: in-process by default, Redis when REDIS_URL is set so that
@@ -12,6 +12,8 @@ export interface Cache {
   del(key: string): Promise<void>;
   /** Adds one and returns the new count; the expiry starts with the first increment of a window. */
   incr(key: string, ttlMs: number): Promise<{ count: number; ttlMs: number }>;
+  /** Takes one back (never below zero), keeping the window's expiry. */
+  decr(key: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -67,10 +69,20 @@ export class MemoryCache implements Cache {
     return { count: Number(entry.value), ttlMs: entry.expiresAt - this.now() };
   }
 
+  async decr(key: string): Promise<void> {
+    const entry = this.live(key);
+    if (entry) entry.value = String(Math.max(0, Number(entry.value) - 1));
+  }
+
   async close(): Promise<void> {
     clearInterval(this.sweeper);
     this.entries.clear();
   }
+}
+
+function isRedisConnectionError(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  return err.name === 'MaxRetriesPerRequestError' || isConnectionFailure(err) || /Connection is closed|Stream isn't writeable/i.test(err.message);
 }
 
 export class RedisCache implements Cache {
@@ -85,12 +97,12 @@ export class RedisCache implements Cache {
     this.redis.on('error', () => undefined);
   }
 
-  /** Redis failures surface as DependencyUnavailableError, which the HTTP layer answers with 503. */
+  /** An unreachable Redis surfaces as DependencyUnavailableError (503); command errors stay what they are. */
   private async call<T>(operation: () => Promise<T>): Promise<T> {
     try {
       return await operation();
     } catch (err) {
-      throw new DependencyUnavailableError('Redis', err);
+      throw isRedisConnectionError(err) ? new DependencyUnavailableError('Redis', err) : err;
     }
   }
 
@@ -115,6 +127,11 @@ export class RedisCache implements Cache {
       [null, number],
     ];
     return { count, ttlMs: left > 0 ? left : ttlMs };
+  }
+
+  async decr(key: string): Promise<void> {
+    // DECR on a missing key would create it without an expiry; only existing windows are decremented.
+    await this.call(() => this.redis.eval("if redis.call('EXISTS', KEYS[1]) == 1 and tonumber(redis.call('GET', KEYS[1])) > 0 then return redis.call('DECR', KEYS[1]) end return 0", 1, this.prefix + key));
   }
 
   /** Removes every key under this cache's prefix (test clean-up). */

@@ -15,6 +15,6 @@ const CONNECTION_CODES = new Set([
 export function isConnectionFailure(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
-  // pg's pool reports an exhausted connect timeout without a code.
+  // pg's pool reports an exhausted connect (or pool-wait) timeout without a code.
   return err instanceof Error && /timeout exceeded when trying to connect|Connection terminated/i.test(err.message);
 }

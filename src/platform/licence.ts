@@ -10,17 +10,25 @@ export const BUILT_IN_LICENSE_PUBLIC_KEY = `-----BEGIN PUBLIC KEY-----
 MCowBQYDK2VwAyEASdC6y3K90+AmgBFtfnID+skE3Mmlhqf8Rb6TgjXgzWc=
 -----END PUBLIC KEY-----`;
 
+/** Clock skew forgiven on nbf (a licence issued "early" by a fast clock); expiry is exact. */
+const NBF_TOLERANCE_SECONDS = 60;
+
 export interface LicenceClaims {
   tier: string;
   features: string[];
   sub: string | null;
   /** Unix seconds, or null for a licence that never expires. */
   exp: number | null;
+  /** Unix seconds before which the licence does not apply yet, or null. */
+  nbf: number | null;
 }
 
 export interface Licence {
-  /** `none` when no licence is configured, `invalid` when it fails verification (then `claims` is null). */
-  state: 'valid' | 'expired' | 'invalid' | 'none';
+  /**
+   * As of start-up: `none` without a licence, `invalid` when it fails verification (then `claims` is null),
+   * `not_yet_valid` before its nbf. Coverage is judged again on every use (`licenceCovers`).
+   */
+  state: 'valid' | 'expired' | 'not_yet_valid' | 'invalid' | 'none';
   claims: LicenceClaims | null;
   error: string | null;
 }
@@ -43,7 +51,13 @@ function claimsOf(payload: JWTPayload): LicenceClaims | string {
     return 'licence features claim must be an array of strings';
   }
   if (typeof payload.exp !== 'number') return 'licence has no exp claim';
-  return { tier: payload.tier, features: payload.features as string[], sub: typeof payload.sub === 'string' ? payload.sub : null, exp: payload.exp };
+  return {
+    tier: payload.tier,
+    features: payload.features as string[],
+    sub: typeof payload.sub === 'string' ? payload.sub : null,
+    exp: payload.exp,
+    nbf: typeof payload.nbf === 'number' ? payload.nbf : null,
+  };
 }
 
 /**
@@ -60,18 +74,24 @@ export async function verifyLicence(token: string | undefined, publicKey: string
     const claims = claimsOf(payload);
     return typeof claims === 'string' ? { state: 'invalid', claims: null, error: claims } : { state: 'valid', claims, error: null };
   } catch (err) {
-    // jose checks the signature before the time claims, so an expired licence's claims are authentic.
+    // jose checks the signature before the time claims, so these licences' claims are authentic.
     if (err instanceof errors.JWTExpired) {
       const claims = claimsOf(err.payload);
       if (typeof claims !== 'string') return { state: 'expired', claims, error: 'licence has expired' };
+    }
+    if (err instanceof errors.JWTClaimValidationFailed && err.claim === 'nbf') {
+      const claims = claimsOf(err.payload);
+      if (typeof claims !== 'string') return { state: 'not_yet_valid', claims, error: 'licence is not valid yet' };
     }
     return { state: 'invalid', claims: null, error: err instanceof Error ? err.message : String(err) };
   }
 }
 
-/** True when a verified, unexpired licence lists the feature. */
+/** True when a verified licence in force at `now` (between nbf and exp) lists the feature. */
 export function licenceCovers(licence: Licence, feature: string, now = Date.now()): boolean {
-  if (licence.state !== 'valid' || !licence.claims) return false;
-  if (licence.claims.exp !== null && licence.claims.exp * 1000 <= now) return false;
-  return licence.claims.features.includes(feature);
+  if (licence.state === 'invalid' || licence.state === 'none' || !licence.claims) return false;
+  const { exp, nbf, features } = licence.claims;
+  if (exp !== null && exp * 1000 <= now) return false;
+  if (nbf !== null && nbf * 1000 - NBF_TOLERANCE_SECONDS * 1000 > now) return false;
+  return features.includes(feature);
 }

@@ -19,11 +19,22 @@ export function loadOrCreateSecret(envValue: string | undefined, dataDir: string
   try {
     fs.linkSync(temp, file);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    // Filesystems without hard links: exclusive create instead (a concurrent reader may then see a partial file).
+    if (code === 'EPERM' || code === 'ENOTSUP' || code === 'EXDEV') writeExclusive(file);
+    else if (code !== 'EEXIST') throw err;
   } finally {
     fs.rmSync(temp, { force: true });
   }
   return readSecretFile(file)!;
+}
+
+function writeExclusive(file: string): void {
+  try {
+    fs.writeFileSync(file, randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
 }
 
 function readSecretFile(file: string): string | null {

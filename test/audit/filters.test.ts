@@ -188,5 +188,9 @@ describe('audit date filters are ISO 8601 only', () => {
     expect(auditFilterFrom({ to: '2026-03-07T10:20:30.123Z' }).to).toBe(Date.parse('2026-03-07T10:20:30.123Z'));
     expect(auditFilterFrom({ from: '2026-03-07T10:20:30+02:00' }).from).toBe(Date.parse('2026-03-07T10:20:30+02:00'));
     expect(auditFilterFrom({ from: '2026-02-31' }).from).toBeUndefined();
+    // Without an offset a time is UTC, whatever the server's zone; a bare date as upper bound covers its day.
+    expect(auditFilterFrom({ from: '2026-03-07T10:00' }).from).toBe(Date.parse('2026-03-07T10:00:00Z'));
+    expect(auditFilterFrom({ to: '2026-03-07' }).to).toBe(Date.parse('2026-03-08T00:00:00Z') - 1);
+    expect(auditFilterFrom({ from: '2026-03-07' }).from).toBe(Date.parse('2026-03-07T00:00:00Z'));
   });
 });

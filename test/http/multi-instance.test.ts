@@ -3,7 +3,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { createContext } from '../../src/context.js';
+import { createContext, type Context } from '../../src/context.js';
 import { RedisCache } from '../../src/platform/cache.js';
 import { randomBase32 } from '../../src/platform/ids.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call, tempDeployment } from '../helpers/app.js';
@@ -16,6 +16,7 @@ if (!hasRedis) console.warn(`skipping multi-instance tests: no Redis at ${TEST_R
 describe.skipIf(!hasRedis).each(BACKENDS)('two instances sharing %s and Redis', (backend) => {
   let a: FastifyInstance;
   let b: FastifyInstance;
+  const contexts: Context[] = [];
   const prefix = `waygate-test:${randomBase32(10)}:`;
   const cleanups: (() => Promise<void>)[] = [];
 
@@ -31,8 +32,9 @@ describe.skipIf(!hasRedis).each(BACKENDS)('two instances sharing %s and Redis', 
       WAYGATE_LOGIN_MAX_ATTEMPTS: '3',
     });
     const logger = pino({ level: 'silent' });
-    a = await buildApp(await createContext(config, { logger, cachePrefix: prefix }));
-    b = await buildApp(await createContext(config, { logger, cachePrefix: prefix }));
+    contexts.push(await createContext(config, { logger, cachePrefix: prefix }), await createContext(config, { logger, cachePrefix: prefix }));
+    a = await buildApp(contexts[0]!);
+    b = await buildApp(contexts[1]!);
     cleanups.push(async () => {
       const cache = new RedisCache(TEST_REDIS_URL, prefix);
       await cache.clearPrefix();
@@ -65,6 +67,19 @@ describe.skipIf(!hasRedis).each(BACKENDS)('two instances sharing %s and Redis', 
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     expect(status).toBe(401);
+  });
+
+  it('a chosen token value that one instance saw as unknown works there as soon as another instance creates it', async () => {
+    const value = `wgt_${randomBase32(43)}`;
+    expect((await call(b, value, { method: 'GET', url: '/api/client/v1/token' })).statusCode).toBe(401); // remembered as unknown on b
+    const ctxA = contexts[0]!;
+    await ctxA.services.tokens.ensure(ctxA.bootstrap.tenantId, { name: 'chosen', projectId: ctxA.bootstrap.projectId, role: 'viewer' }, value);
+    let status = 0;
+    for (let attempt = 0; attempt < 40 && status !== 200; attempt++) {
+      status = (await call(b, value, { method: 'GET', url: '/api/client/v1/token' })).statusCode;
+      if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(status).toBe(200);
   });
 
   it('a session from one instance is accepted by the other', async () => {

@@ -19,10 +19,13 @@ describe('licence claims', () => {
     expect(licenceCovers(licence, 'aegis')).toBe(true);
   });
 
-  it('refuses a licence that is not valid yet', async () => {
-    const licence = await verifyLicence(await sign({ tier: 'enterprise', features: ['aegis'], exp: now() + 7200, nbf: now() + 3600 }), keys.publicKeyPem);
-    expect(licence.state).toBe('invalid');
+  it('a licence that is not valid yet covers nothing until its nbf, then covers without a restart', async () => {
+    const nbf = now() + 3600;
+    const licence = await verifyLicence(await sign({ tier: 'enterprise', features: ['aegis'], exp: now() + 7200, nbf }), keys.publicKeyPem);
+    expect(licence.state).toBe('not_yet_valid');
     expect(licenceCovers(licence, 'aegis')).toBe(false);
+    expect(licenceCovers(licence, 'aegis', nbf * 1000 + 1)).toBe(true);
+    expect(licenceCovers(licence, 'aegis', (nbf + 3601) * 1000)).toBe(false);
   });
 
   it.each([

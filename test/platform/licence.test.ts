@@ -163,7 +163,7 @@ describe('requireFeature guard', () => {
 
   it('403 once a licence verified as valid at start has passed its exp (checked per request)', async () => {
     const exp = Math.floor(Date.now() / 1000) - 1;
-    await expectDenied({ state: 'valid', claims: { tier: 'enterprise', features: ['aegis'], sub: 'Acme', exp }, error: null });
+    await expectDenied({ state: 'valid', claims: { tier: 'enterprise', features: ['aegis'], sub: 'Acme', exp, nbf: null }, error: null });
   });
 });
 

@@ -97,4 +97,28 @@ describe.each(BACKENDS)('first-start bootstrap on %s', (backend) => {
     expect(await counts(again)).toMatchObject({ tokens: 2 });
     await again.close();
   });
+
+  it('going back to a replaced (revoked) value refuses to start and leaves the current token working', async () => {
+    const x = `wgt_${randomBase32(43)}`;
+    const y = `wgt_${randomBase32(43)}`;
+    const config = await freshConfig(backend, { WAYGATE_BOOTSTRAP_TOKEN: x });
+    await (await open(config)).close();
+    await (await open({ ...config, bootstrapToken: y })).close();
+    await expect(open({ ...config, bootstrapToken: x })).rejects.toThrow(/WAYGATE_BOOTSTRAP_TOKEN.*revoked/);
+    const current = await open({ ...config, bootstrapToken: y });
+    expect((await current.services.tokens.authenticate(y))?.role).toBe('owner');
+    expect(await current.services.tokens.authenticate(x)).toBeNull();
+    await current.close();
+  });
+
+  it('a context opened with skipBootstrapToken (CLI commands) neither creates nor rotates the bootstrap token', async () => {
+    const x = `wgt_${randomBase32(43)}`;
+    const config = await freshConfig(backend, { WAYGATE_BOOTSTRAP_TOKEN: x });
+    await (await open(config)).close();
+    const stale = await createContext({ ...config, bootstrapToken: `wgt_${randomBase32(43)}` }, { logger: silent, skipBootstrapToken: true });
+    expect(stale.bootstrap.bootstrapTokenCreated).toBe(false);
+    expect((await stale.services.tokens.authenticate(x))?.role).toBe('owner');
+    expect(await counts(stale)).toMatchObject({ tokens: 1 });
+    await stale.close();
+  });
 });

@@ -58,7 +58,8 @@ export class AuthService {
     }
     const valid = await verifyPassword(password, user?.passwordHash ?? DUMMY_PASSWORD_HASH);
     if (!user || !valid) return { ok: false, error: ERRORS.badCredentials(), actor };
-    await this.cache.del(attemptsKey);
+    // Only failures count against the account and the address: many people may log in from one address.
+    await Promise.all([this.cache.del(attemptsKey), this.cache.decr(addressKey)]);
     const expiresAt = Date.now() + this.settings.sessionTtlSeconds * 1000;
     const token = await new SignJWT({ tid: user.tenantId, sv: user.sessionVersion })
       .setProtectedHeader({ alg: 'HS256' })

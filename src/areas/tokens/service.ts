@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { ERRORS } from '../../http/errors.js';
 import type { Principal } from '../../http/principal.js';
 import { roleAtLeast, type PermissionMap, type Role } from '../../http/rbac.js';
+import { ConfigError } from '../../config.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import type { Bus } from '../../platform/bus.js';
 import { newId } from '../../platform/ids.js';
@@ -20,6 +21,7 @@ const CACHE_TTL_MS = 30_000;
  */
 const UNKNOWN_TTL_MS = 60_000;
 const REVOKED_TOPIC = 'tokens.revoked';
+const CREATED_TOPIC = 'tokens.created';
 const CACHE_MAX_ENTRIES = 10_000;
 
 export interface CreateTokenInput {
@@ -67,6 +69,7 @@ export class TokenService {
   /** Starts listening for revocations made on other instances. */
   async start(): Promise<void> {
     await this.bus.subscribe(REVOKED_TOPIC, (hash) => this.forget(hash));
+    await this.bus.subscribe(CREATED_TOPIC, (hash) => this.unknown.delete(hash));
   }
 
   /** Creates a token and returns its value; the value is never stored or shown again. */
@@ -113,19 +116,28 @@ export class TokenService {
 
   /**
    * The token with exactly this value, created when missing (bootstrap token). Safe when instances start
-   * together: whoever inserts second finds the first one's row.
+   * together: whoever inserts second finds the first one's row. A value whose token was revoked or has expired
+   * is refused rather than silently accepted: it would authenticate nobody.
    */
   async ensure(tenantId: string, input: CreateTokenInput, value: string): Promise<{ token: TokenRecord; created: boolean }> {
     const tokenHash = hashToken(value);
-    const existing = await this.store.findByHash(tokenHash);
-    if (existing) return { token: existing, created: false };
-    try {
-      return { token: (await this.create({ kind: 'system', tenantId }, input, value)).token, created: true };
-    } catch (err) {
-      const raced = isUniqueViolation(err) ? await this.store.findByHash(tokenHash) : null;
-      if (!raced) throw err;
-      return { token: raced, created: false };
+    let found = await this.store.findByHash(tokenHash);
+    let created = false;
+    if (!found) {
+      try {
+        found = (await this.create({ kind: 'system', tenantId }, input, value)).token;
+        created = true;
+      } catch (err) {
+        found = isUniqueViolation(err) ? await this.store.findByHash(tokenHash) : null;
+        if (!found) throw err;
+      }
+      // Instances that saw this value before it existed drop it from their unknown-value cache.
+      await this.bus.publish(CREATED_TOPIC, tokenHash).catch(() => undefined);
     }
+    if (found.revokedAt !== null || (found.expiresAt !== null && found.expiresAt <= Date.now())) {
+      throw new ConfigError('WAYGATE_BOOTSTRAP_TOKEN', 'names a token that was revoked or has expired; choose a new value');
+    }
+    return { token: found, created };
   }
 
   /** The principal for a presented token value, or null when it is unknown, revoked or expired. */
