@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditStore, type AuditEvent } from '../../src/areas/audit/store.js';
-import { newId } from '../../src/platform/ids.js';
 import { BACKENDS, call, createTestApp, type TestApp } from '../helpers/app.js';
+import { auditEvent } from '../helpers/audit.js';
 
 /** Seeded events live in 2020 (and the bulk set in 2021), far from the events real requests write now. */
 const BASE = Date.parse('2020-01-01T00:00:00.000Z');
@@ -17,12 +17,10 @@ describe.each(BACKENDS)('GET /api/client/v1/audit/logs filters on %s', (backend)
   const seeded: Record<string, AuditEvent> = {};
 
   function event(name: string, overrides: Partial<AuditEvent>): AuditEvent {
-    const e: AuditEvent = {
-      id: newId('aud'), tenantId, projectId: t.ctx.bootstrap.projectId, requestId: `req-${name}`, actorType: 'user',
-      actorUserId: null, apiTokenId: null, service: 'seedalpha', action: 'seedalpha.create', method: 'POST',
-      path: `/seed/${name}`, statusCode: 200, outcome: 'success', ipAddress: '127.0.0.1', userAgent: null,
-      resourceType: null, resourceId: null, createdAt: BASE, ...overrides,
-    };
+    const e = auditEvent({
+      tenantId, projectId: t.ctx.bootstrap.projectId, requestId: `req-${name}`, actorType: 'user', service: 'seedalpha',
+      action: 'seedalpha.create', path: `/seed/${name}`, statusCode: 200, createdAt: BASE, ...overrides,
+    });
     seeded[name] = e;
     return e;
   }

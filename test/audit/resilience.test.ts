@@ -3,31 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuditService } from '../../src/areas/audit/service.js';
 import type { AuditEvent, AuditStore } from '../../src/areas/audit/store.js';
 import { newId } from '../../src/platform/ids.js';
+import { auditEvent } from '../helpers/audit.js';
 import { BACKENDS, call, createTestApp, flushAudit, type TestApp } from '../helpers/app.js';
 
-function event(overrides: Partial<AuditEvent> = {}): AuditEvent {
-  return {
-    id: newId('aud'),
-    tenantId: 'ten_x',
-    projectId: null,
-    requestId: 'req-1',
-    actorType: 'system',
-    actorUserId: null,
-    apiTokenId: null,
-    service: 'tokens',
-    action: 'tokens.create',
-    method: 'POST',
-    path: '/api/tokens',
-    statusCode: 201,
-    outcome: 'success',
-    ipAddress: '127.0.0.1',
-    userAgent: null,
-    resourceType: null,
-    resourceId: null,
-    createdAt: Date.now(),
-    ...overrides,
-  };
-}
+
 
 async function auditCount(t: TestApp): Promise<number> {
   await flushAudit(t);
@@ -44,13 +23,13 @@ describe.each(BACKENDS)('audit log resilience on %s', (backend) => {
 
   it('writes a backlog larger than one statement can carry', async () => {
     const before = await auditCount(t);
-    for (let i = 0; i < 4_000; i++) t.ctx.services.audit.record(event());
+    for (let i = 0; i < 4_000; i++) t.ctx.services.audit.record(auditEvent());
     expect(await auditCount(t)).toBe(before + 4_000);
   });
 
   it('stores events whose fields carry NUL and control characters, without them', async () => {
     const id = newId('aud');
-    t.ctx.services.audit.record(event({ id, resourceId: 'a\u0000b', userAgent: 'ua\u0007\nx', path: '/x\u0000' }));
+    t.ctx.services.audit.record(auditEvent({ id, resourceId: 'a\u0000b', userAgent: 'ua\u0007\nx', path: '/x\u0000' }));
     await flushAudit(t);
     const row = await t.ctx.database.db.selectFrom('audit_events').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
     expect([row.resource_id, row.user_agent, row.path]).toEqual(['ab', 'uax', '/x']);
@@ -59,9 +38,9 @@ describe.each(BACKENDS)('audit log resilience on %s', (backend) => {
   it('a row the database refuses is dropped alone; the rest of its batch is written and later events still flow', async () => {
     const before = await auditCount(t);
     const duplicate = newId('aud');
-    for (const e of [event(), event({ id: duplicate }), event({ id: duplicate }), event()]) t.ctx.services.audit.record(e);
+    for (const e of [auditEvent(), auditEvent({ id: duplicate }), auditEvent({ id: duplicate }), auditEvent()]) t.ctx.services.audit.record(e);
     expect(await auditCount(t)).toBe(before + 3);
-    t.ctx.services.audit.record(event());
+    t.ctx.services.audit.record(auditEvent());
     expect(await auditCount(t)).toBe(before + 4);
   });
 
@@ -109,7 +88,7 @@ describe('audit buffer while the database is unreachable', () => {
   it('keeps every event through failed flushes and writes them once the database is back', async () => {
     const { store, written, state } = flakyStore();
     const audit = new AuditService(store, pino({ level: 'silent' }));
-    for (let i = 0; i < 1_200; i++) audit.record(event());
+    for (let i = 0; i < 1_200; i++) audit.record(auditEvent());
     await audit.flush();
     await audit.flush();
     expect(written).toHaveLength(0);
