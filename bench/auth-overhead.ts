@@ -70,7 +70,7 @@ function targets(server: BenchServer): Target[] {
     { label: '(b) GET /api/client/v1/token (token auth + RBAC)', path: '/api/client/v1/token', headers: bearer, expectStatus: 200 },
     { label: '(c) GET /api/client/v1/audit/logs?limit=1 (auth + RBAC + DB read)', path: '/api/client/v1/audit/logs?limit=1', headers: bearer, expectStatus: 200 },
     {
-      label: '(d) GET /api/client/v1/token, unknown token (401, DB lookup + audit event)',
+      label: '(d) GET /api/client/v1/token, unknown token (401, cached as unknown + audit event)',
       path: '/api/client/v1/token',
       headers: { authorization: 'Bearer wgt_unknownunknownunknownunknownunknown0000000' },
       expectStatus: 401,
