@@ -193,19 +193,17 @@ export class TokenService {
   }
 
   async revoke(actor: TokenCreator, id: string): Promise<TokenRecord> {
-    const token = await this.store.findById(actor.tenantId, id);
+    const found = await this.store.findById(actor.tenantId, id);
+    const token = found?.token;
     const visible = token && (actor.kind === 'system' || roleAtLeast(actor.role, 'admin') || token.createdByUserId === actor.userId);
-    if (!token || !visible) throw ERRORS.notFound('Token', id);
+    if (!found || !token || !visible) throw ERRORS.notFound('Token', id);
     if (token.revokedAt === null) {
       token.revokedAt = Date.now();
       await this.store.revoke(actor.tenantId, id, token.revokedAt);
     }
-    const hash = await this.store.hashOf(actor.tenantId, id);
-    if (hash) {
-      this.forget(hash);
-      // Best effort: without the notice other instances still drop the token when their cached copy expires.
-      await this.bus.publish(REVOKED_TOPIC, hash).catch(() => undefined);
-    }
+    this.forget(found.tokenHash);
+    // Best effort: without the notice other instances still drop the token when their cached copy expires.
+    await this.bus.publish(REVOKED_TOPIC, found.tokenHash).catch(() => undefined);
     return token;
   }
 

@@ -84,24 +84,15 @@ export class TokenStore {
     return row ? toRecord(row) : null;
   }
 
-  async hashOf(tenantId: string, id: string): Promise<string | null> {
-    const row = await this.db
-      .selectFrom('api_tokens')
-      .select('token_hash')
-      .where('tenant_id', '=', tenantId)
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return row?.token_hash ?? null;
-  }
-
-  async findById(tenantId: string, id: string): Promise<TokenRecord | null> {
+  /** The token and its hash (for dropping it from caches), within the tenant. */
+  async findById(tenantId: string, id: string): Promise<{ token: TokenRecord; tokenHash: string } | null> {
     const row = await this.db
       .selectFrom('api_tokens')
       .selectAll()
       .where('tenant_id', '=', tenantId)
       .where('id', '=', id)
       .executeTakeFirst();
-    return row ? toRecord(row) : null;
+    return row ? { token: toRecord(row), tokenHash: row.token_hash } : null;
   }
 
   async list(tenantId: string, createdByUserId?: string): Promise<TokenRecord[]> {
