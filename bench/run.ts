@@ -1,7 +1,30 @@
-/** `npm run bench`: every benchmark in bench/, one after the other (so far: auth-overhead). Arguments pass through. */
+/**
+ * `npm run bench`: every benchmark in bench/, one after the other (auth-overhead, then inference).
+ *
+ *   npm run bench                                  # all, default options
+ *   npm run bench -- --rounds 1 --no-pin           # all; options go to every benchmark (use the ones both know)
+ *   npm run bench -- inference --memory-requests 0 # only the named benchmark, with its own options
+ */
 import { authOverhead } from './auth-overhead.js';
+import { inference } from './inference.js';
 
-authOverhead(process.argv.slice(2)).catch((err: unknown) => {
+const benchmarks: Record<string, (argv: string[]) => Promise<void>> = { 'auth-overhead': authOverhead, inference };
+
+async function main(argv: string[]): Promise<void> {
+  const [first, ...rest] = argv;
+  if (first !== undefined && !first.startsWith('-')) {
+    const run = benchmarks[first];
+    if (!run) throw new Error(`unknown benchmark ${first}; one of: ${Object.keys(benchmarks).join(', ')}`);
+    await run(rest);
+    return;
+  }
+  for (const [name, run] of Object.entries(benchmarks)) {
+    process.stdout.write(`\n=== ${name} ===\n`);
+    await run(argv);
+  }
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
   process.stderr.write(`benchmark failed: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);
 });

@@ -4,6 +4,8 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { auditRoutes } from './areas/audit/routes.js';
 import { authRoutes } from './areas/auth/routes.js';
 import { healthRoutes } from './areas/health/routes.js';
+import { inferenceRoutes } from './areas/inference/routes.js';
+import { modelRoutes } from './areas/models/routes.js';
 import { openapiRoutes } from './areas/openapi/routes.js';
 import { projectRoutes } from './areas/projects/routes.js';
 import { tenantRoutes } from './areas/tenants/routes.js';
@@ -39,13 +41,15 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
   app.decorateRequest('principal', null);
   app.decorateRequest('auditResource', null);
   app.decorateRequest('auditActor', null);
+  app.decorateRequest('upstreamMs', 0);
   app.addHook('onRequest', async (request) => {
     request.requestId = request.id;
   });
   app.addHook('onResponse', async (request, reply) => {
     request.log.info({ method: request.method, url: request.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
   });
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-waygate-overhead-ms', Math.max(0, reply.elapsedTime - request.upstreamMs).toFixed(3));
     // While shutting down, tell keep-alive clients to go, so close() is not left waiting on their idle sockets.
     if (ctx.health.stopping) reply.header('connection', 'close');
   });
@@ -84,6 +88,8 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
   await app.register(userRoutes, options);
   await app.register(tokenRoutes, options);
   await app.register(auditRoutes, options);
+  await app.register(modelRoutes, options);
+  await app.register(inferenceRoutes, options);
   await app.ready();
   return app;
 }

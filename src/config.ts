@@ -32,6 +32,15 @@ export interface Config {
   shutdownDelaySeconds: number;
   /** Behind a load balancer: trust X-Forwarded-For (true) or that many proxy hops, for client addresses. */
   trustProxy: boolean | number;
+  /** Offer the built-in `local-chat` and `local-embed` models in every project. */
+  localModels: boolean;
+  upstream: {
+    connectTimeoutMs: number;
+    /** Silence allowed waiting for an upstream's headers or its next body chunk. */
+    readTimeoutMs: number;
+    /** Extra attempts after a 429, 5xx, timeout or refused connection, before the first byte. */
+    retries: number;
+  };
 }
 
 /** A bad environment variable: the message is one line that names it. */
@@ -148,5 +157,11 @@ export function loadConfig(env: Env = process.env): Config {
     sessionTtlSeconds: integer(env, 'WAYGATE_SESSION_TTL_SECONDS', 43_200, 60, 2_592_000),
     trustProxy: trustProxy(env),
     shutdownDelaySeconds: integer(env, 'WAYGATE_SHUTDOWN_DELAY_SECONDS', 0, 0, 300),
+    localModels: boolean(env, 'WAYGATE_LOCAL_MODELS', true),
+    upstream: {
+      connectTimeoutMs: integer(env, 'WAYGATE_UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, 100, 600_000),
+      readTimeoutMs: integer(env, 'WAYGATE_UPSTREAM_TIMEOUT_MS', 300_000, 100, 3_600_000),
+      retries: integer(env, 'WAYGATE_UPSTREAM_RETRIES', 2, 0, 10),
+    },
   };
 }

@@ -2,12 +2,18 @@ import pino, { type Logger } from 'pino';
 import { AuditService } from './areas/audit/service.js';
 import { AuditStore } from './areas/audit/store.js';
 import { AuthService } from './areas/auth/service.js';
+import { InferenceService } from './areas/inference/service.js';
+import { LimitService } from './areas/limits/service.js';
+import { ModelService } from './areas/models/service.js';
+import { ModelStore } from './areas/models/store.js';
 import { ProjectService } from './areas/projects/service.js';
 import { ProjectStore } from './areas/projects/store.js';
 import { TenantService, type BootstrapResult } from './areas/tenants/service.js';
 import { TenantStore } from './areas/tenants/store.js';
 import { TokenService } from './areas/tokens/service.js';
 import { TokenStore } from './areas/tokens/store.js';
+import { UsageService } from './areas/usage/service.js';
+import { UsageStore } from './areas/usage/store.js';
 import { UserService } from './areas/users/service.js';
 import { UserStore } from './areas/users/store.js';
 import type { Config } from './config.js';
@@ -15,10 +21,13 @@ import { openDatabase, type DatabaseHandle } from './db/index.js';
 import { migrateToLatest } from './db/migrate.js';
 import { createBus, type Bus } from './platform/bus.js';
 import { createCache, type Cache } from './platform/cache.js';
+import { createCounters, type Counters } from './platform/counters.js';
 import { cacheCheck, databaseCheck } from './platform/core-checks.js';
 import { HealthRegistry } from './platform/health.js';
 import { verifyLicence, type Licence } from './platform/licence.js';
 import { loadOrCreateSecret, SecretBox } from './platform/secrets.js';
+import { UpstreamClient } from './providers/http.js';
+import { createProviders } from './providers/index.js';
 
 /** Everything a running Waygate holds: built once at start, shared by the HTTP app, the CLI and workers. */
 export interface Context {
@@ -34,9 +43,13 @@ export interface Context {
   services: {
     audit: AuditService;
     auth: AuthService;
+    inference: InferenceService;
+    limits: LimitService;
+    models: ModelService;
     projects: ProjectService;
     tenants: TenantService;
     tokens: TokenService;
+    usage: UsageService;
     users: UserService;
   };
   close(): Promise<void>;
@@ -55,10 +68,12 @@ export async function createContext(config: Config, options: ContextOptions = {}
   const database = openDatabase(config.database, (err) => log.warn({ err }, 'database connection lost; reconnecting on next use'));
   let cache: Cache | undefined;
   let bus: Bus | undefined;
+  let counters: Counters | undefined;
   try {
     await migrateToLatest(database.db, database.dialect);
     cache = createCache(config.redisUrl, options.cachePrefix);
     bus = createBus(config.redisUrl, options.cachePrefix);
+    counters = createCounters(config.redisUrl, options.cachePrefix);
     const secrets = new SecretBox(loadOrCreateSecret(config.secretKey, config.dataDir, 'secret.key'));
     const sessionSecret = loadOrCreateSecret(config.sessionSecret, config.dataDir, 'session.key');
     if (config.database.kind === 'postgres' && (!config.secretKey || !config.sessionSecret)) {
@@ -69,13 +84,20 @@ export async function createContext(config: Config, options: ContextOptions = {}
     if (licence.state === 'invalid' || licence.state === 'expired') log.warn({ licence: licence.state, reason: licence.error }, 'licence not in force');
 
     const { db } = database;
-    const projects = new ProjectService(new ProjectStore(db));
+    const projects = new ProjectService(new ProjectStore(db, database.dialect), database.dialect, bus);
+    await projects.start();
     const users = new UserService(new UserStore(db));
     const tokens = new TokenService(new TokenStore(db, database.dialect), projects, bus);
     await tokens.start();
     const tenants = new TenantService(database.transaction, new TenantStore(db), projects, users, tokens);
     const auth = new AuthService({ ...config, sessionSecret }, users, projects, cache);
     const audit = new AuditService(new AuditStore(db), log);
+    const usage = new UsageService(new UsageStore(db, database.transaction), log);
+    const limits = new LimitService(counters, usage);
+    const models = new ModelService(new ModelStore(db, database.dialect), secrets, bus, config.localModels);
+    await models.start();
+    const upstream = new UpstreamClient(config.upstream);
+    const inference = new InferenceService(models, createProviders(upstream), limits, projects, usage, log);
     const bootstrap = await tenants.bootstrap(options.skipBootstrapToken ? { ...config, bootstrapToken: undefined } : config);
 
     const health = new HealthRegistry();
@@ -84,6 +106,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
 
     const closeCache = cache;
     const closeBus = bus;
+    const closeCounters = counters;
     return {
       config,
       log,
@@ -94,15 +117,19 @@ export async function createContext(config: Config, options: ContextOptions = {}
       licence,
       health,
       bootstrap,
-      services: { audit, auth, projects, tenants, tokens, users },
+      services: { audit, auth, inference, limits, models, projects, tenants, tokens, usage, users },
       async close() {
+        await usage.close();
         await audit.close();
+        await upstream.close();
+        await closeCounters.close();
         await closeBus.close();
         await closeCache.close();
         await database.close();
       },
     };
   } catch (err) {
+    await counters?.close();
     await bus?.close();
     await cache?.close();
     await database.close();

@@ -8,6 +8,12 @@ export interface Target {
   headers: Record<string, string>;
   /** The status every response must have; anything else aborts the run. */
   expectStatus: number;
+  /** GET when unset. */
+  method?: string;
+  /** A request body (sent as is, with a content-length); set content-type in headers. */
+  body?: string;
+  /** A numeric response header to collect (e.g. x-waygate-overhead-ms); its median lands in Sample.headerMedian. */
+  recordHeader?: string;
 }
 
 export interface Sample {
@@ -18,6 +24,8 @@ export interface Sample {
   p90: number;
   p99: number;
   mean: number;
+  /** Median of Target.recordHeader over the measured responses that carried it (sequential only). */
+  headerMedian?: number;
 }
 
 export function percentile(sorted: readonly number[], p: number): number {
@@ -32,15 +40,20 @@ export function median(values: readonly number[]): number {
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-function requestOnce(agent: http.Agent, host: string, port: number, target: Target): Promise<number> {
+function requestOnce(agent: http.Agent, host: string, port: number, target: Target, headerValues?: number[]): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host, port, path: target.path, method: 'GET', headers: target.headers, agent }, (res) => {
+    const headers = target.body === undefined ? target.headers : { ...target.headers, 'content-length': String(Buffer.byteLength(target.body)) };
+    const req = http.request({ host, port, path: target.path, method: target.method ?? 'GET', headers, agent }, (res) => {
+      if (headerValues && target.recordHeader) {
+        const value = Number(res.headers[target.recordHeader]);
+        if (Number.isFinite(value)) headerValues.push(value);
+      }
       res.resume();
       res.on('end', () => resolve(res.statusCode ?? 0));
       res.on('error', reject);
     });
     req.on('error', reject);
-    req.end();
+    req.end(target.body);
   });
 }
 
@@ -56,10 +69,11 @@ export async function sequential(host: string, port: number, target: Target, req
       if (status !== target.expectStatus) throw new Error(`${target.label}: got ${status}, expected ${target.expectStatus}`);
     }
     const latencies = new Array<number>(requests);
+    const headerValues: number[] = [];
     const started = performance.now();
     for (let i = 0; i < requests; i++) {
       const t0 = performance.now();
-      const status = await requestOnce(agent, host, port, target);
+      const status = await requestOnce(agent, host, port, target, headerValues);
       latencies[i] = performance.now() - t0;
       if (status !== target.expectStatus) throw new Error(`${target.label}: got ${status}, expected ${target.expectStatus}`);
     }
@@ -73,6 +87,7 @@ export async function sequential(host: string, port: number, target: Target, req
       p90: percentile(sorted, 90),
       p99: percentile(sorted, 99),
       mean: sorted.reduce((sum, v) => sum + v, 0) / requests,
+      ...(headerValues.length > 0 ? { headerMedian: median(headerValues) } : {}),
     };
   } finally {
     agent.destroy();
@@ -95,17 +110,18 @@ type Autocannon = (options: Record<string, unknown>) => Promise<AutocannonResult
 // autocannon is CommonJS without type declarations.
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
-/** Concurrency N with autocannon over real sockets: a discarded warm-up run, then the measured run. */
-export async function loaded(
-  baseUrl: string,
-  target: Target,
-  connections: number,
-  seconds: number,
-  warmupSeconds: number,
-): Promise<Sample> {
-  const options = { url: baseUrl + target.path, headers: target.headers, connections, pipelining: 1 };
-  if (warmupSeconds > 0) await autocannon({ ...options, duration: warmupSeconds });
-  const result = await autocannon({ ...options, duration: seconds });
+function autocannonOptions(baseUrl: string, target: Target, connections: number): Record<string, unknown> {
+  return {
+    url: baseUrl + target.path,
+    headers: target.headers,
+    connections,
+    pipelining: 1,
+    ...(target.method ? { method: target.method } : {}),
+    ...(target.body !== undefined ? { body: target.body } : {}),
+  };
+}
+
+function checked(target: Target, result: AutocannonResult): Sample {
   const expectedCount = target.expectStatus >= 400 && target.expectStatus < 500 ? result['4xx'] : result['2xx'];
   if (result.errors > 0 || result.timeouts > 0 || result['5xx'] > 0 || expectedCount !== result.requests.total) {
     throw new Error(
@@ -122,4 +138,22 @@ export async function loaded(
     p99: result.latency.p99,
     mean: result.latency.mean,
   };
+}
+
+/** Concurrency N with autocannon over real sockets: a discarded warm-up run, then the measured run. */
+export async function loaded(
+  baseUrl: string,
+  target: Target,
+  connections: number,
+  seconds: number,
+  warmupSeconds: number,
+): Promise<Sample> {
+  const options = autocannonOptions(baseUrl, target, connections);
+  if (warmupSeconds > 0) await autocannon({ ...options, duration: warmupSeconds });
+  return checked(target, await autocannon({ ...options, duration: seconds }));
+}
+
+/** Exactly `amount` requests at concurrency N with autocannon (e.g. for a memory run); same checks as loaded(). */
+export async function loadedAmount(baseUrl: string, target: Target, connections: number, amount: number): Promise<Sample> {
+  return checked(target, await autocannon({ ...autocannonOptions(baseUrl, target, connections), amount, timeout: 30 }));
 }

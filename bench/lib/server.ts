@@ -17,6 +17,10 @@ export interface ServerOptions {
   logLevel: string;
   /** CPU list for `taskset -c`, or null to run unpinned. */
   cpus: string | null;
+  /** Extra environment variables for the server (applied last). */
+  env?: Record<string, string>;
+  /** Extra node flags placed before the entry, e.g. `--cpu-prof`. */
+  nodeArgs?: string[];
 }
 
 export interface BenchServer {
@@ -26,6 +30,9 @@ export interface BenchServer {
   port: number;
   /** The owner token of project default (WAYGATE_BOOTSTRAP_TOKEN). */
   token: string;
+  /** WAYGATE_ADMIN_EMAIL / WAYGATE_ADMIN_PASSWORD, for POST /api/auth/login. */
+  adminEmail: string;
+  adminPassword: string;
   dataDir: string;
   logFile: string;
   /** CPU time (user + system, all threads) the server process has used, in seconds; NaN without /proc. */
@@ -76,12 +83,22 @@ function waitForExit(child: ChildProcess, ms: number): Promise<boolean> {
 /** Clock ticks per second for /proc/<pid>/stat; 100 on every mainstream Linux build. */
 const CLOCK_TICKS = 100;
 
-function cpuSecondsOf(pid: number): number {
+export function cpuSecondsOf(pid: number): number {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Fields after the command name (which may contain spaces) start at field 3; utime and stime are fields 14 and 15.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** A field of /proc/<pid>/status in MB (VmRSS: resident now, VmHWM: peak resident); NaN without /proc. */
+export function memoryMbOf(pid: number, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): number {
+  try {
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) / 1024 : Number.NaN;
   } catch {
     return Number.NaN;
   }
@@ -94,6 +111,8 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
   const port = await freePort();
   const host = '127.0.0.1';
   const token = `wgt_${randomBytes(32).toString('base64url')}`;
+  const adminEmail = 'bench@example.com';
+  const adminPassword = randomBytes(18).toString('base64url');
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
@@ -102,10 +121,15 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
     WAYGATE_DATA_DIR: dataDir,
     DATABASE_URL: options.databaseUrl ?? `sqlite:${path.join(dataDir, 'waygate.db')}`,
     WAYGATE_BOOTSTRAP_TOKEN: token,
-    WAYGATE_ADMIN_PASSWORD: randomBytes(18).toString('base64url'),
+    WAYGATE_ADMIN_EMAIL: adminEmail,
+    WAYGATE_ADMIN_PASSWORD: adminPassword,
     LOG_LEVEL: options.logLevel,
+    ...options.env,
   };
-  const nodeArgs = options.entry === 'dist' ? [path.join(REPO_ROOT, 'dist', 'main.js')] : ['--import', 'tsx', path.join(REPO_ROOT, 'src', 'main.ts')];
+  const nodeArgs = [
+    ...(options.nodeArgs ?? []),
+    ...(options.entry === 'dist' ? [path.join(REPO_ROOT, 'dist', 'main.js')] : ['--import', 'tsx', path.join(REPO_ROOT, 'src', 'main.ts')]),
+  ];
   const [command, args] = options.cpus ? ['taskset', ['-c', options.cpus, process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const log = fs.openSync(logFile, 'a');
   // taskset execs node, so the child's PID is the server's PID.
@@ -145,6 +169,8 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
     host,
     port,
     token,
+    adminEmail,
+    adminPassword,
     dataDir,
     logFile,
     cpuSeconds: () => cpuSecondsOf(pid),

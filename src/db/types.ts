@@ -14,6 +14,8 @@ export interface ProjectsTable {
   tenant_id: string;
   key: string;
   name: string;
+  budget: JsonColumn | null;
+  rate_limit: JsonColumn | null;
   created_at: number;
 }
 
@@ -69,6 +71,65 @@ export interface AuditEventsTable {
   created_at: number;
 }
 
+export interface ModelsTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  key: string;
+  name: string;
+  provider_type: string;
+  provider: JsonColumn;
+  provider_secrets: string | null;
+  upstream_model: string;
+  capabilities: JsonColumn;
+  pricing: JsonColumn | null;
+  guardrails: JsonColumn;
+  fallbacks: JsonColumn;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface UsageEventsTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  token_id: string | null;
+  user_id: string | null;
+  model: string;
+  provider: string;
+  service: string;
+  endpoint: string;
+  input_tokens: number;
+  output_tokens: number;
+  total_tokens: number;
+  cost: number;
+  currency: string;
+  latency_ms: number;
+  upstream_latency_ms: number;
+  status: number;
+  request_id: string;
+  session_id: string | null;
+  streamed: number;
+  created_at: number;
+}
+
+export interface UsageHourlyTable {
+  tenant_id: string;
+  project_id: string;
+  hour: number;
+  model: string;
+  service: string;
+  token_id: string;
+  user_id: string;
+  requests: number;
+  errors: number;
+  input_tokens: number;
+  output_tokens: number;
+  cost: number;
+  latency_ms: number;
+  upstream_latency_ms: number;
+}
+
 export interface InstanceMetaTable {
   key: string;
   value: string;
@@ -81,6 +142,9 @@ export interface Database {
   api_tokens: ApiTokensTable;
   audit_events: AuditEventsTable;
   instance_meta: InstanceMetaTable;
+  models: ModelsTable;
+  usage_events: UsageEventsTable;
+  usage_hourly: UsageHourlyTable;
 }
 
 export type Db = Kysely<Database>;

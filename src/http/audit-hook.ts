@@ -28,7 +28,8 @@ export function registerAuditHook(app: FastifyInstance, audit: AuditService): vo
     const statusCode = reply.statusCode;
     const operationId = operationIdOf(request);
     if (!operationId) return; // unrouted (404) and undocumented internal routes
-    if (!STATE_CHANGING.has(request.method) && statusCode !== 401 && statusCode !== 403) return;
+    const refused = statusCode === 401 || statusCode === 403;
+    if (!refused && (!STATE_CHANGING.has(request.method) || request.routeOptions.config.audited === false)) return;
     const principal = request.principal;
     const actor = request.auditActor;
     const [area] = operationId.split('.');

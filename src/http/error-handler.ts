@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { requestIdFromHeaders } from './request-id.js';
 import { DependencyUnavailableError, isConnectionFailure } from '../platform/errors.js';
-import { AppError, ERRORS } from './errors.js';
+import { AppError, ERRORS, UpstreamRejection } from './errors.js';
 import { formatValidationError } from './validation.js';
 
 /** Maps what Fastify itself throws (parsing, limits, validation) onto the catalogue. */
@@ -26,10 +26,11 @@ function toAppError(error: FastifyError, bodyLimit: number, contentType: string)
 }
 
 function send(reply: FastifyReply, appError: AppError): void {
-  void reply
-    .status(appError.statusCode)
-    .headers(appError.headers)
-    .send({ error: { message: appError.message, type: appError.type, ...(appError.code ? { code: appError.code } : {}) } });
+  const body =
+    appError instanceof UpstreamRejection
+      ? appError.body
+      : { error: { message: appError.message, type: appError.type, ...(appError.code ? { code: appError.code } : {}) } };
+  void reply.status(appError.statusCode).headers(appError.headers).send(body);
 }
 
 /**
@@ -47,7 +48,9 @@ export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const contentType = String(request.headers['content-type'] ?? '').split(';')[0]!.slice(0, 100);
     const appError = toAppError(error, bodyLimit, contentType);
-    if (appError.statusCode >= 500) request.log.error({ err: error }, appError.statusCode === 503 ? 'backing service unavailable' : 'request failed');
+    // 502 and 504 are an upstream model's failure, not Waygate's: worth a warning, not an error.
+    if (appError.statusCode === 502 || appError.statusCode === 504) request.log.warn({ err: error }, 'upstream model failed');
+    else if (appError.statusCode >= 500) request.log.error({ err: error }, appError.statusCode === 503 ? 'backing service unavailable' : 'request failed');
     send(reply, appError);
   });
   app.setNotFoundHandler((request, reply) => send(reply, ERRORS.routeNotFound(request.method, request.url.split('?')[0] ?? request.url)));

@@ -24,6 +24,13 @@ export class AppError extends Error {
   }
 }
 
+/** An upstream's 4xx answer: the client gets the upstream's own error object. */
+export class UpstreamRejection extends AppError {
+  constructor(status: number, readonly body: { error: Record<string, unknown> }, headers: Record<string, string>) {
+    super(status, 'invalid_request_error', String(body.error.message ?? `Upstream answered ${status}`), typeof body.error.code === 'string' ? body.error.code : undefined, headers);
+  }
+}
+
 /** The one catalogue of errors; handlers and services throw these, the error handler renders them. */
 export const ERRORS = {
   validation: (message: string) => new AppError(400, 'invalid_request_error', message, 'invalid_request'),
@@ -51,7 +58,18 @@ export const ERRORS = {
     new AppError(429, 'rate_limit_error', `Too many login attempts; try again in ${retryAfterSeconds} s`, 'login_rate_limited', {
       'retry-after': String(retryAfterSeconds),
     }),
+  rateLimited: (message: string, retryAfterSeconds: number) =>
+    new AppError(429, 'rate_limit_error', message, 'rate_limit_exceeded', { 'retry-after': String(retryAfterSeconds) }),
+  /** A total budget never resets, so it has no Retry-After. */
+  budgetExceeded: (message: string, retryAfterSeconds: number | null) =>
+    new AppError(429, 'rate_limit_error', message, 'budget_exceeded', retryAfterSeconds === null ? {} : { 'retry-after': String(retryAfterSeconds) }),
   unavailable: (message: string, retryAfterSeconds?: number) =>
     new AppError(503, 'service_unavailable', message, 'unavailable', retryAfterSeconds ? { 'retry-after': String(retryAfterSeconds) } : {}),
+  /** An upstream's own 4xx, passed through with its status and body. */
+  upstreamRejected: (status: number, body: { error: Record<string, unknown> }, retryAfterMs?: number) =>
+    new UpstreamRejection(status, body, retryAfterMs === undefined ? {} : { 'retry-after': String(Math.ceil(retryAfterMs / 1000)) }),
+  upstreamFailed: (message: string) => new AppError(502, 'server_error', message, 'upstream_error'),
+  upstreamTimeout: (message: string) => new AppError(504, 'server_error', message, 'upstream_timeout'),
+  clientClosed: () => new AppError(499, 'invalid_request_error', 'The client closed the request', 'client_closed'),
   internal: () => new AppError(500, 'server_error', 'Internal server error', 'internal_error'),
 };

@@ -10,9 +10,13 @@ declare module 'fastify' {
     auditResource: { type: string; id: string } | null;
     /** Who a request acted as when it was not authenticated: a login's account, a revoked or expired token. */
     auditActor: { tenantId: string; userId?: string | null; tokenId?: string; projectId?: string | null } | null;
+    /** Milliseconds spent waiting on an upstream model; x-waygate-overhead-ms is the rest. */
+    upstreamMs: number;
   }
   interface FastifyContextConfig {
     /** Client-API routes are project-scoped unless they say otherwise (audit is tenant-wide). */
     projectScoped?: boolean;
+    /** Model calls are recorded as usage events, not audit events (their denials are still audited). */
+    audited?: boolean;
   }
 }

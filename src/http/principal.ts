@@ -1,3 +1,4 @@
+import type { Budget, RateLimit } from '../areas/limits/service.js';
 import type { PermissionMap, Role } from './rbac.js';
 
 /** Who is calling: an API token (client API) or a logged-in user (dashboard API). */
@@ -11,6 +12,8 @@ export type Principal =
       permissions: PermissionMap | null;
       grants: string[];
       userId: string | null;
+      budget: Budget | null;
+      rateLimit: RateLimit | null;
     }
   | {
       kind: 'user';

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { DependencyUnavailableError, isConnectionFailure } from './errors.js';
+import { redisCall } from './errors.js';
 
 /**
  * Shared key/value state with expiry: in-process by default, Redis when REDIS_URL is set so that
@@ -80,11 +80,6 @@ export class MemoryCache implements Cache {
   }
 }
 
-function isRedisConnectionError(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  return err.name === 'MaxRetriesPerRequestError' || isConnectionFailure(err) || /Connection is closed|Stream isn't writeable/i.test(err.message);
-}
-
 export class RedisCache implements Cache {
   readonly kind = 'redis';
   private readonly redis: Redis;
@@ -97,13 +92,8 @@ export class RedisCache implements Cache {
     this.redis.on('error', () => undefined);
   }
 
-  /** An unreachable Redis surfaces as DependencyUnavailableError (503); command errors stay what they are. */
-  private async call<T>(operation: () => Promise<T>): Promise<T> {
-    try {
-      return await operation();
-    } catch (err) {
-      throw isRedisConnectionError(err) ? new DependencyUnavailableError('Redis', err) : err;
-    }
+  private call<T>(operation: () => Promise<T>): Promise<T> {
+    return redisCall(operation);
   }
 
   async get(key: string): Promise<string | null> {

@@ -18,3 +18,14 @@ export function isConnectionFailure(err: unknown): boolean {
   // pg's pool reports an exhausted connect (or pool-wait) timeout without a code.
   return err instanceof Error && /timeout exceeded when trying to connect|Connection terminated/i.test(err.message);
 }
+
+/** Runs a Redis command; an unreachable Redis surfaces as DependencyUnavailableError (503), command errors stay. */
+export async function redisCall<T>(operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation();
+  } catch (err) {
+    const connection =
+      err instanceof Error && (err.name === 'MaxRetriesPerRequestError' || isConnectionFailure(err) || /Connection is closed|Stream isn't writeable/i.test(err.message));
+    throw connection ? new DependencyUnavailableError('Redis', err) : err;
+  }
+}

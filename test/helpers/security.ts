@@ -25,7 +25,31 @@ const unique = () => randomBase32(8);
 export const CLIENT_ROUTES: RouteSpec[] = [
   { operation: 'GET /api/client/v1/token', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/token' }) },
   { operation: 'GET /api/client/v1/audit/logs', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/audit/logs?limit=5' }) },
+  { operation: 'GET /api/client/v1/models', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/models' }) },
+  {
+    operation: 'POST /api/client/v1/chat/completions',
+    okStatus: 200,
+    request: () => ({ method: 'POST', url: '/api/client/v1/chat/completions', payload: { model: 'local-chat', messages: [{ role: 'user', content: 'hi' }] } }),
+  },
+  {
+    operation: 'POST /api/client/v1/embeddings',
+    okStatus: 200,
+    request: () => ({ method: 'POST', url: '/api/client/v1/embeddings', payload: { model: 'local-embed', input: 'hi' } }),
+  },
+  {
+    operation: 'POST /api/client/v1/moderations',
+    okStatus: 200,
+    request: async (t) => ({ method: 'POST', url: '/api/client/v1/moderations', payload: { model: await mockModel(t, ['moderation']), input: 'hi' } }),
+  },
 ];
+
+/** Registers a mock model with the given capabilities in project default and returns its key. */
+export async function mockModel(t: TestApp, capabilities: string[]): Promise<string> {
+  const key = `mock-${unique().toLowerCase()}`;
+  const res = await call(t.app, t.adminSession, { method: 'POST', url: '/api/models', payload: { key, provider: { type: 'mock' }, capabilities } });
+  if (res.statusCode !== 201) throw new Error(`model create failed: ${res.body}`);
+  return key;
+}
 
 /** Every dashboard route (session JWT as Bearer or the `waygate_session` cookie). */
 export const DASHBOARD_ROUTES: RouteSpec[] = [
@@ -51,6 +75,23 @@ export const DASHBOARD_ROUTES: RouteSpec[] = [
     operation: 'POST /api/tokens',
     okStatus: 201,
     request: () => ({ method: 'POST', url: '/api/tokens', payload: { name: 'sec', projectId: 'default', role: 'viewer' } }),
+  },
+  { operation: 'PATCH /api/projects/{id}', okStatus: 200, request: () => ({ method: 'PATCH', url: '/api/projects/default', payload: { name: 'Default' } }) },
+  { operation: 'GET /api/models', okStatus: 200, request: () => ({ method: 'GET', url: '/api/models' }) },
+  {
+    operation: 'POST /api/models',
+    okStatus: 201,
+    request: () => ({ method: 'POST', url: '/api/models', payload: { key: `m-${unique().toLowerCase()}`, provider: { type: 'mock' }, capabilities: ['chat'] } }),
+  },
+  {
+    operation: 'PATCH /api/models/{key}',
+    okStatus: 200,
+    request: async (t) => ({ method: 'PATCH', url: `/api/models/${await mockModel(t, ['chat'])}`, payload: { name: 'Renamed' } }),
+  },
+  {
+    operation: 'DELETE /api/models/{key}',
+    okStatus: 200,
+    request: async (t) => ({ method: 'DELETE', url: `/api/models/${await mockModel(t, ['chat'])}` }),
   },
   {
     operation: 'DELETE /api/tokens/{id}',

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Context } from '../../context.js';
 import { requireSession, userOf } from '../../http/guards.js';
 import { projectView } from './service.js';
-import { createProjectSchema, listProjectsSchema, type CreateProjectBody } from './schemas.js';
+import { createProjectSchema, listProjectsSchema, updateProjectSchema, type CreateProjectBody, type UpdateProjectBody } from './schemas.js';
 
 export async function projectRoutes(app: FastifyInstance, { ctx }: { ctx: Context }): Promise<void> {
   const { projects } = ctx.services;
@@ -17,5 +17,10 @@ export async function projectRoutes(app: FastifyInstance, { ctx }: { ctx: Contex
     const project = await projects.create(userOf(request).tenantId, request.body);
     request.auditResource = { type: 'project', id: project.id };
     return reply.status(201).send({ project: projectView(project) });
+  });
+
+  app.patch<{ Params: { id: string }; Body: Static<typeof UpdateProjectBody> }>('/api/projects/:id', { schema: updateProjectSchema }, async (request) => {
+    request.auditResource = { type: 'project', id: request.params.id };
+    return { project: projectView(await projects.update(userOf(request).tenantId, request.params.id, request.body)) };
   });
 }

@@ -1,15 +1,61 @@
 import { isUniqueViolation } from '../../db/errors.js';
-import type { Db } from '../../db/types.js';
+import type { Db, Dialect } from '../../db/types.js';
 import { ERRORS } from '../../http/errors.js';
+import type { Bus } from '../../platform/bus.js';
 import { newId, slugify } from '../../platform/ids.js';
+import { checkLimits, type Budget, type RateLimit } from '../limits/service.js';
 import { ProjectStore, type ProjectRecord } from './store.js';
 
 /** Project keys: URL-friendly, also used by the route schema. */
 export const PROJECT_KEY_PATTERN = '^[a-z0-9][a-z0-9-]{0,47}$';
 const PROJECT_KEY = new RegExp(PROJECT_KEY_PATTERN);
+const CHANGED_TOPIC = 'projects.changed';
+/** Project limits are read on every model call; changes clear the copy at once on every instance through the bus. */
+const CACHE_TTL_MS = 30_000;
+const CACHE_MAX_ENTRIES = 10_000;
+
+export interface ProjectPatch {
+  name?: string;
+  budget?: Budget | null;
+  rateLimit?: RateLimit | null;
+}
 
 export class ProjectService {
-  constructor(private readonly store: ProjectStore) {}
+  private readonly cache = new Map<string, { project: ProjectRecord | null; until: number }>();
+
+  constructor(private readonly store: ProjectStore, private readonly dialect: Dialect, private readonly bus: Bus) {}
+
+  async start(): Promise<void> {
+    await this.bus.subscribe(CHANGED_TOPIC, (id) => this.cache.delete(id));
+  }
+
+  /** A project by id from memory when recent (the request path reads budgets and rate limits through this). */
+  async cached(tenantId: string, id: string): Promise<ProjectRecord | null> {
+    const hit = this.cache.get(id);
+    const now = Date.now();
+    if (hit && hit.until > now) return hit.project && hit.project.tenantId === tenantId ? hit.project : null;
+    const project = await this.store.find(tenantId, id);
+    if (!this.cache.has(id) && this.cache.size >= CACHE_MAX_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
+    this.cache.set(id, { project, until: now + CACHE_TTL_MS });
+    return project;
+  }
+
+  /** Renames a project or sets its budget and rate limit (null removes them). */
+  async update(tenantId: string, idOrKey: string, patch: ProjectPatch): Promise<ProjectRecord> {
+    const project = await this.require(tenantId, idOrKey);
+    checkLimits(patch.budget, patch.rateLimit);
+    const updated: ProjectRecord = {
+      ...project,
+      name: patch.name ?? project.name,
+      budget: patch.budget === undefined ? project.budget : patch.budget,
+      rateLimit: patch.rateLimit === undefined ? project.rateLimit : patch.rateLimit,
+    };
+    await this.store.update(updated);
+    this.cache.delete(updated.id);
+    // Best effort: without the notice other instances still reload when their cached copy expires.
+    await this.bus.publish(CHANGED_TOPIC, updated.id).catch(() => undefined);
+    return updated;
+  }
 
   list(tenantId: string): Promise<ProjectRecord[]> {
     return this.store.list(tenantId);
@@ -29,14 +75,14 @@ export class ProjectService {
 
   /** Creates a project, inside the caller's transaction when given. */
   async create(tenantId: string, input: { name: string; key?: string }, trx?: Db): Promise<ProjectRecord> {
-    const store = trx ? new ProjectStore(trx) : this.store;
+    const store = trx ? new ProjectStore(trx, this.dialect) : this.store;
     const key = input.key ?? slugify(input.name);
     if (!PROJECT_KEY.test(key)) {
       throw ERRORS.validation('key must be 1-48 lower-case letters, digits or dashes (derived from name when omitted)');
     }
     const conflict = () => ERRORS.conflict(`A project with key "${key}" already exists`);
     if (await store.find(tenantId, key)) throw conflict();
-    const project: ProjectRecord = { id: newId('prj'), tenantId, key, name: input.name, createdAt: Date.now() };
+    const project: ProjectRecord = { id: newId('prj'), tenantId, key, name: input.name, budget: null, rateLimit: null, createdAt: Date.now() };
     try {
       await store.insert(project);
     } catch (err) {
@@ -48,5 +94,12 @@ export class ProjectService {
 }
 
 export function projectView(project: ProjectRecord) {
-  return { id: project.id, key: project.key, name: project.name, createdAt: new Date(project.createdAt).toISOString() };
+  return {
+    id: project.id,
+    key: project.key,
+    name: project.name,
+    budget: project.budget,
+    rateLimit: project.rateLimit,
+    createdAt: new Date(project.createdAt).toISOString(),
+  };
 }

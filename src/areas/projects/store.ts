@@ -1,25 +1,54 @@
 import type { Selectable } from 'kysely';
-import type { Db, ProjectsTable } from '../../db/types.js';
+import { fromJson, toJson } from '../../db/json.js';
+import type { Db, Dialect, ProjectsTable } from '../../db/types.js';
+import type { Budget, RateLimit } from '../limits/service.js';
 
 export interface ProjectRecord {
   id: string;
   tenantId: string;
   key: string;
   name: string;
+  budget: Budget | null;
+  rateLimit: RateLimit | null;
   createdAt: number;
 }
 
 function toRecord(row: Selectable<ProjectsTable>): ProjectRecord {
-  return { id: row.id, tenantId: row.tenant_id, key: row.key, name: row.name, createdAt: row.created_at };
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    key: row.key,
+    name: row.name,
+    budget: fromJson<Budget>(row.budget),
+    rateLimit: fromJson<RateLimit>(row.rate_limit),
+    createdAt: row.created_at,
+  };
 }
 
 export class ProjectStore {
-  constructor(private readonly db: Db) {}
+  constructor(private readonly db: Db, private readonly dialect: Dialect) {}
 
   async insert(project: ProjectRecord): Promise<void> {
     await this.db
       .insertInto('projects')
-      .values({ id: project.id, tenant_id: project.tenantId, key: project.key, name: project.name, created_at: project.createdAt })
+      .values({
+        id: project.id,
+        tenant_id: project.tenantId,
+        key: project.key,
+        name: project.name,
+        budget: toJson(this.dialect, project.budget),
+        rate_limit: toJson(this.dialect, project.rateLimit),
+        created_at: project.createdAt,
+      })
+      .execute();
+  }
+
+  async update(project: ProjectRecord): Promise<void> {
+    await this.db
+      .updateTable('projects')
+      .set({ name: project.name, budget: toJson(this.dialect, project.budget), rate_limit: toJson(this.dialect, project.rateLimit) })
+      .where('tenant_id', '=', project.tenantId)
+      .where('id', '=', project.id)
       .execute();
   }
 

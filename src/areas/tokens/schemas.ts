@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { GRANTS, SERVICES } from '../../http/rbac.js';
+import { BudgetSchema, RateLimitSchema } from '../limits/schemas.js';
 import { IsoDateTime, Name, NullableIsoDateTime, RoleSchema, StringEnum, errorResponses } from '../../http/schemas.js';
 
 const Level = StringEnum(['none', 'read', 'write']);
@@ -8,20 +9,6 @@ const GRANTABLE_SERVICES = SERVICES.filter((s) => s !== 'self' && s !== 'auth');
 export const PermissionMapSchema = Type.Object(
   Object.fromEntries(GRANTABLE_SERVICES.map((service) => [service, Type.Optional(Level)])),
   { additionalProperties: false, description: 'Narrows the role per service; services not listed get no access' },
-);
-
-export const BudgetSchema = Type.Object(
-  {
-    maxTokens: Type.Optional(Type.Integer({ minimum: 1 })),
-    maxCostUsd: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
-    period: StringEnum(['day', 'month', 'total']),
-  },
-  { additionalProperties: false, description: 'period plus maxTokens and/or maxCostUsd' },
-);
-
-export const RateLimitSchema = Type.Object(
-  { rpm: Type.Optional(Type.Integer({ minimum: 1 })), tpm: Type.Optional(Type.Integer({ minimum: 1 })) },
-  { additionalProperties: false, description: 'rpm and/or tpm' },
 );
 
 export const TokenView = Type.Object({

@@ -7,7 +7,8 @@ import { isUniqueViolation } from '../../db/errors.js';
 import type { Bus } from '../../platform/bus.js';
 import { newId } from '../../platform/ids.js';
 import type { ProjectService } from '../projects/service.js';
-import type { TokenBudget, TokenRateLimit, TokenRecord, TokenStore } from './store.js';
+import { checkLimits, type Budget, type RateLimit } from '../limits/service.js';
+import type { TokenRecord, TokenStore } from './store.js';
 
 export const TOKEN_PREFIX = 'wgt_';
 /**
@@ -32,8 +33,8 @@ export interface CreateTokenInput {
   permissions?: PermissionMap;
   grants?: string[];
   expiresAt?: string;
-  budget?: TokenBudget;
-  rateLimit?: TokenRateLimit;
+  budget?: Budget;
+  rateLimit?: RateLimit;
 }
 
 /** A refused token that exists names its tenant, project and id (for the audit log). */
@@ -80,12 +81,7 @@ export class TokenService {
         throw ERRORS.forbidden('Only owners and admins can give a token grants');
       }
     }
-    if (input.budget && input.budget.maxTokens === undefined && input.budget.maxCostUsd === undefined) {
-      throw ERRORS.validation('budget needs maxTokens or maxCostUsd (or both) besides period');
-    }
-    if (input.rateLimit && input.rateLimit.rpm === undefined && input.rateLimit.tpm === undefined) {
-      throw ERRORS.validation('rateLimit needs rpm or tpm (or both)');
-    }
+    checkLimits(input.budget, input.rateLimit);
     // The project may be named by id or key; the token stores the id.
     const project = input.projectId === null ? null : await this.projects.require(creator.tenantId, input.projectId);
     const expiresAt = input.expiresAt === undefined ? null : Date.parse(input.expiresAt);
@@ -178,6 +174,8 @@ export class TokenService {
         permissions: record.permissions,
         grants: record.grants,
         userId: record.createdByUserId,
+        budget: record.budget,
+        rateLimit: record.rateLimit,
       },
       refused: null,
     };

@@ -2,6 +2,7 @@ import type { Selectable } from 'kysely';
 import { fromJson, toJson } from '../../db/json.js';
 import type { ApiTokensTable, Db, Dialect } from '../../db/types.js';
 import type { AccessLevel, PermissionMap, Role } from '../../http/rbac.js';
+import type { Budget, RateLimit } from '../limits/service.js';
 
 export interface TokenRecord {
   id: string;
@@ -14,22 +15,12 @@ export interface TokenRecord {
   displayPrefix: string;
   expiresAt: number | null;
   revokedAt: number | null;
-  budget: TokenBudget | null;
-  rateLimit: TokenRateLimit | null;
+  budget: Budget | null;
+  rateLimit: RateLimit | null;
   createdByUserId: string | null;
   createdAt: number;
 }
 
-export interface TokenBudget {
-  maxTokens?: number;
-  maxCostUsd?: number;
-  period: 'day' | 'month' | 'total';
-}
-
-export interface TokenRateLimit {
-  rpm?: number;
-  tpm?: number;
-}
 
 export type NewToken = Omit<TokenRecord, 'revokedAt'> & { tokenHash: string };
 
@@ -45,8 +36,8 @@ function toRecord(row: Selectable<ApiTokensTable>): TokenRecord {
     displayPrefix: row.display_prefix,
     expiresAt: row.expires_at,
     revokedAt: row.revoked_at,
-    budget: fromJson<TokenBudget>(row.budget),
-    rateLimit: fromJson<TokenRateLimit>(row.rate_limit),
+    budget: fromJson<Budget>(row.budget),
+    rateLimit: fromJson<RateLimit>(row.rate_limit),
     createdByUserId: row.created_by_user_id,
     createdAt: row.created_at,
   };

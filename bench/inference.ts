@@ -1,0 +1,632 @@
+/**
+ * Inference benchmark (issue 3, "Speed and memory"): what Waygate adds to an OpenAI-compatible call, measured against
+ * the same fake upstream called directly and through the Portkey OSS gateway, all in the same run.
+ *
+ *   node --import tsx bench/inference.ts [--rounds 3] [--requests 5000] [--duration 5] [--connections 64]
+ *        [--stream-requests 2000] [--streams 1000] [--memory-requests 1000000] [--targets direct,waygate,portkey]
+ *        [--entry tsx|dist] [--database postgres://...] [--log-level info] [--cpu-prof <dir>] [--json <file>] [--no-pin]
+ *
+ * CPU 0: Waygate and Portkey (`taskset -c 0`, one at a time under load). CPU 1: the fake upstream (its own child
+ * process) and this process, the load generator. Only when taskset exists and there are at least 2 CPUs.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { loaded, loadedAmount, median, sequential, type Sample, type Target } from './lib/measure.js';
+import { ensurePortkey, startPortkey, type PortkeyServer } from './lib/portkey.js';
+import { int, machine, ms, pinSelf, table } from './lib/report.js';
+import { cpuSecondsOf, hasTaskset, memoryMbOf, startServer, type BenchServer } from './lib/server.js';
+import { heldStreams, streamSequential, type HeldStreams, type TtfbSample } from './lib/stream.js';
+import { startUpstream, type UpstreamProcess } from './lib/upstream.js';
+
+type TargetName = 'direct' | 'waygate' | 'portkey';
+
+interface Options {
+  rounds: number;
+  requests: number;
+  warmupRequests: number;
+  duration: number;
+  warmup: number;
+  connections: number;
+  streamRequests: number;
+  streams: number;
+  chunks: number;
+  holdChunkMs: number;
+  memoryRequests: number;
+  memoryConnections: number;
+  targets: TargetName[];
+  entry: 'tsx' | 'dist';
+  database: string | undefined;
+  logLevel: string;
+  cpuProf: string | undefined;
+  json: string | undefined;
+  pin: boolean;
+}
+
+function options(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      rounds: { type: 'string', default: '3' },
+      requests: { type: 'string', default: '5000' },
+      'warmup-requests': { type: 'string', default: '500' },
+      duration: { type: 'string', default: '5' },
+      warmup: { type: 'string', default: '1' },
+      connections: { type: 'string', default: '64' },
+      'stream-requests': { type: 'string', default: '2000' },
+      streams: { type: 'string', default: '1000' },
+      chunks: { type: 'string', default: '8' },
+      'hold-chunk-ms': { type: 'string', default: '250' },
+      'memory-requests': { type: 'string', default: '1000000' },
+      'memory-connections': { type: 'string', default: '64' },
+      targets: { type: 'string', default: 'direct,waygate,portkey' },
+      entry: { type: 'string', default: 'tsx' },
+      database: { type: 'string' },
+      'log-level': { type: 'string', default: 'info' },
+      'cpu-prof': { type: 'string' },
+      json: { type: 'string' },
+      'no-pin': { type: 'boolean', default: false },
+    },
+  });
+  const whole = (name: string, raw: string | undefined, min = 1) => {
+    const value = Number(raw);
+    if (!Number.isInteger(value) || value < min) throw new Error(`--${name} must be a whole number >= ${min}, got ${raw}`);
+    return value;
+  };
+  if (values.entry !== 'tsx' && values.entry !== 'dist') throw new Error('--entry must be tsx or dist');
+  const targets = (values.targets ?? '').split(',').map((t) => t.trim().toLowerCase()).filter(Boolean);
+  for (const t of targets) if (!['direct', 'waygate', 'portkey'].includes(t)) throw new Error(`--targets: unknown target ${t}`);
+  if (!targets.includes('direct')) targets.unshift('direct'); // every figure is relative to it
+  return {
+    rounds: whole('rounds', values.rounds),
+    requests: whole('requests', values.requests),
+    warmupRequests: whole('warmup-requests', values['warmup-requests'], 0),
+    duration: whole('duration', values.duration),
+    warmup: whole('warmup', values.warmup, 0),
+    connections: whole('connections', values.connections),
+    streamRequests: whole('stream-requests', values['stream-requests']),
+    streams: whole('streams', values.streams, 0),
+    chunks: whole('chunks', values.chunks),
+    holdChunkMs: whole('hold-chunk-ms', values['hold-chunk-ms']),
+    memoryRequests: whole('memory-requests', values['memory-requests'], 0),
+    memoryConnections: whole('memory-connections', values['memory-connections']),
+    targets: targets as TargetName[],
+    entry: values.entry,
+    database: values.database,
+    logLevel: values['log-level'] ?? 'info',
+    cpuProf: values['cpu-prof'],
+    json: values.json,
+    pin: !values['no-pin'],
+  };
+}
+
+const write = (text = '') => process.stdout.write(`${text}\n`);
+const sleep = (msec: number) => new Promise((resolve) => setTimeout(resolve, msec));
+
+/** Upstream model names; Waygate maps its model keys onto them. */
+const UPSTREAM_MODEL = { chat: 'bench-model', hold: 'hold-model', embed: 'bench-embed' };
+const WAYGATE_MODEL = { chat: 'bench', hold: 'bench-hold', embed: 'bench-embed' };
+const MESSAGES = [
+  { role: 'system', content: 'You are a helpful assistant.' },
+  { role: 'user', content: 'Say hello in one short sentence.' },
+];
+
+/** One gateway (or the upstream itself) with the four request shapes the benchmark sends to it. */
+interface Gateway {
+  name: string;
+  host: string;
+  port: number;
+  /** The process on CPU 0 whose CPU time is charged to the requests; null for direct. */
+  pid: number | null;
+  chat: Target;
+  embed: Target;
+  stream: Target;
+  hold: Target;
+}
+
+function gateway(name: string, host: string, port: number, pid: number | null, prefix: string, headers: Record<string, string>, models: typeof UPSTREAM_MODEL): Gateway {
+  const h = { 'content-type': 'application/json', ...headers };
+  const chat = JSON.stringify({ model: models.chat, messages: MESSAGES, max_tokens: 32, temperature: 0 });
+  const stream = (model: string) => JSON.stringify({ model, messages: MESSAGES, max_tokens: 32, temperature: 0, stream: true, stream_options: { include_usage: true } });
+  const base = { headers: h, expectStatus: 200, method: 'POST' };
+  return {
+    name,
+    host,
+    port,
+    pid,
+    chat: { ...base, label: `${name} chat`, path: `${prefix}/chat/completions`, body: chat, recordHeader: 'x-waygate-overhead-ms' },
+    embed: { ...base, label: `${name} embeddings`, path: `${prefix}/embeddings`, body: JSON.stringify({ model: models.embed, input: 'The quick brown fox jumps over the lazy dog.' }) },
+    stream: { ...base, label: `${name} stream`, path: `${prefix}/chat/completions`, body: stream(models.chat) },
+    hold: { ...base, label: `${name} held stream`, path: `${prefix}/chat/completions`, body: stream(models.hold) },
+  };
+}
+
+interface JsonReply {
+  status: number;
+  body: unknown;
+  text: string;
+}
+
+function requestJson(host: string, port: number, method: string, urlPath: string, headers: Record<string, string>, body?: unknown): Promise<JsonReply> {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const h: Record<string, string> = { ...headers };
+    if (payload !== undefined) {
+      h['content-type'] = 'application/json';
+      h['content-length'] = String(Buffer.byteLength(payload));
+    }
+    const req = http.request({ host, port, method, path: urlPath, headers: h, agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (part: string) => (text += part));
+      res.on('end', () => {
+        let parsed: unknown = undefined;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          // not JSON
+        }
+        resolve({ status: res.statusCode ?? 0, body: parsed, text });
+      });
+    });
+    req.on('error', reject);
+    req.setTimeout(30_000, () => req.destroy(new Error(`${method} ${urlPath}: no answer in 30 s`)));
+    req.end(payload);
+  });
+}
+
+/**
+ * Logs in as the admin and registers the three benchmark models. Returns null when done, or why Waygate cannot be
+ * benchmarked (for instance the inference routes do not exist yet).
+ */
+async function setupWaygate(server: BenchServer, upstream: UpstreamProcess): Promise<string | null> {
+  const login = await requestJson(server.host, server.port, 'POST', '/api/auth/login', {}, { email: server.adminEmail, password: server.adminPassword });
+  const jwt = (login.body as { token?: string } | undefined)?.token;
+  if (login.status !== 200 || !jwt) return `login failed: ${login.status} ${login.text.slice(0, 200)}`;
+  const auth = { authorization: `Bearer ${jwt}` };
+  const provider = { type: 'openai-compatible', baseUrl: upstream.baseUrl, apiKey: 'sk-bench-not-a-key' };
+  const pricing = { inputPer1M: 0.15, outputPer1M: 0.6, currency: 'USD' };
+  const models = [
+    { key: WAYGATE_MODEL.chat, upstreamModel: UPSTREAM_MODEL.chat, capabilities: ['chat'] },
+    { key: WAYGATE_MODEL.hold, upstreamModel: UPSTREAM_MODEL.hold, capabilities: ['chat'] },
+    { key: WAYGATE_MODEL.embed, upstreamModel: UPSTREAM_MODEL.embed, capabilities: ['embeddings'] },
+  ];
+  for (const m of models) {
+    const reply = await requestJson(server.host, server.port, 'POST', '/api/models', auth, { ...m, name: m.key, provider, pricing });
+    if (reply.status === 404) return `POST /api/models answered 404: the inference routes are not there yet`;
+    if (reply.status !== 201) return `POST /api/models (${m.key}) answered ${reply.status}: ${reply.text.slice(0, 300)}`;
+  }
+  return null;
+}
+
+/** One request of each kind, checked for shape, before anything is measured. Returns the problems found. */
+async function smoke(g: Gateway): Promise<string[]> {
+  const problems: string[] = [];
+  const send = (t: Target) => requestJson(g.host, g.port, 'POST', t.path, t.headers, JSON.parse(t.body!));
+  const chat = await send(g.chat);
+  const c = chat.body as { object?: string; choices?: { message?: { content?: string } }[]; usage?: { total_tokens?: number } } | undefined;
+  if (chat.status !== 200 || c?.object !== 'chat.completion' || !c.choices?.[0]?.message?.content || !c.usage?.total_tokens) {
+    problems.push(`chat: ${chat.status} ${chat.text.slice(0, 300)}`);
+  }
+  const embed = await send(g.embed);
+  const e = embed.body as { data?: { embedding?: unknown }[] } | undefined;
+  if (embed.status !== 200 || !Array.isArray(e?.data?.[0]?.embedding)) problems.push(`embeddings: ${embed.status} ${embed.text.slice(0, 300)}`);
+  const stream = await send(g.stream);
+  const events = stream.text.split('\n\n').filter((x) => x.startsWith('data:'));
+  if (stream.status !== 200 || events.at(-1)?.trim() !== 'data: [DONE]' || !events.some((x) => x.includes('"total_tokens"'))) {
+    problems.push(`stream: ${stream.status}, ${events.length} events, last ${JSON.stringify(events.at(-1)?.slice(0, 100))}, usage chunk ${events.some((x) => x.includes('"total_tokens"'))}: ${stream.text.slice(0, 200)}`);
+  }
+  return problems;
+}
+
+/** Waits (up to 5 s) until the given processes use less than 5 % of a core, so one target's after-work does not land in the next one's run. */
+async function settle(pids: number[]): Promise<void> {
+  const cpu = () => pids.reduce((sum, pid) => sum + (cpuSecondsOf(pid) || 0), 0);
+  for (let i = 0; i < 20; i++) {
+    const before = cpu();
+    await sleep(250);
+    if (cpu() - before < 0.0125) return;
+  }
+}
+
+interface TargetResults {
+  c1: Sample[];
+  embed: Sample[];
+  ttfb: TtfbSample[];
+  cN: Sample[];
+  cpuUs: number[];
+  busy: number[];
+  held?: HeldStreams;
+  failure?: string;
+  rssIdle?: number;
+  rssEnd?: number;
+}
+
+interface MemoryResult {
+  requests: number;
+  idle: number;
+  after: number;
+  afterSettled: number;
+  peak: number;
+  rps: number;
+  trace: { requests: number; rss: number }[];
+  analytics?: string;
+  /** Error lines the fresh server logged. */
+  errors: string[];
+}
+
+export async function inference(argv: string[] = process.argv.slice(2)): Promise<void> {
+  const opts = options(argv);
+  const info = machine();
+  const pinned = opts.pin && hasTaskset() && info.nproc >= 2 && pinSelf('1');
+  const gwCpus = pinned ? '0' : null;
+  const cleanups: (() => Promise<void>)[] = [];
+  const stopAll = async () => {
+    for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+  };
+  const onSignal = () => void stopAll().then(() => process.exit(130));
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+
+  write(`Waygate inference benchmark, ${info.date}`);
+  write(`Machine: ${info.nproc} CPUs (${info.cpuModel}), ${info.memoryGb} GB, Node ${info.node}, ${info.platform}; load average at start ${info.loadAverage}`);
+  write(pinned ? 'Waygate and Portkey pinned to CPU 0; the fake upstream and the load generator to CPU 1 (taskset)' : 'not pinned (no taskset, fewer than 2 CPUs, or --no-pin)');
+
+  const gateways: Gateway[] = [];
+  const results = new Map<string, TargetResults>();
+  const skipped: string[] = [];
+  let waygate: BenchServer | null = null;
+  let portkey: PortkeyServer | null = null;
+  let memory: MemoryResult | null = null;
+  let serverErrors: string[] = [];
+  try {
+    const upstream = await startUpstream({ cpus: pinned ? '1' : null, chunks: opts.chunks, holdChunkMs: opts.holdChunkMs });
+    cleanups.push(() => upstream.stop());
+    write(`fake upstream pid ${upstream.pid} on ${upstream.baseUrl} (${opts.chunks} content chunks per stream)`);
+    gateways.push(gateway('direct', '127.0.0.1', upstream.port, null, '/v1', { authorization: 'Bearer sk-bench-not-a-key' }, UPSTREAM_MODEL));
+
+    if (opts.targets.includes('waygate')) {
+      const nodeArgs = opts.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(opts.cpuProf)}`] : [];
+      const server = await startServer({ entry: opts.entry, databaseUrl: opts.database, logLevel: opts.logLevel, cpus: gwCpus, nodeArgs });
+      cleanups.push(() => server.stop());
+      const why = await setupWaygate(server, upstream);
+      if (why) {
+        skipped.push(`Waygate skipped: ${why}`);
+        write(skipped.at(-1));
+        await server.stop();
+      } else {
+        waygate = server;
+        write(`Waygate pid ${server.pid} on ${server.baseUrl} (entry ${opts.entry}, ${opts.database ? 'PostgreSQL' : 'SQLite'}, LOG_LEVEL=${opts.logLevel}${opts.cpuProf ? ', --cpu-prof' : ''})`);
+        gateways.push(gateway('Waygate', server.host, server.port, server.pid, '/api/client/v1', { authorization: `Bearer ${server.token}` }, WAYGATE_MODEL));
+      }
+    }
+
+    if (opts.targets.includes('portkey')) {
+      const why = ensurePortkey(write);
+      if (why) {
+        skipped.push(`Portkey skipped: ${why}`);
+        write(skipped.at(-1));
+      } else {
+        const server = await startPortkey({ cpus: gwCpus });
+        cleanups.push(() => server.stop());
+        portkey = server;
+        write(`Portkey gateway 1.15.2 pid ${server.pid} on ${server.baseUrl} (custom host ${upstream.baseUrl})`);
+        gateways.push(gateway('Portkey', server.host, server.port, server.pid, '/v1', server.headersFor(upstream.baseUrl), UPSTREAM_MODEL));
+      }
+    }
+
+    const pids = gateways.flatMap((g) => (g.pid === null ? [] : [g.pid]));
+    await settle(pids);
+    for (const g of gateways) {
+      results.set(g.name, { c1: [], embed: [], ttfb: [], cN: [], cpuUs: [], busy: [], ...(g.pid ? { rssIdle: memoryMbOf(g.pid) } : {}) });
+      const problems = await smoke(g);
+      if (problems.length > 0) {
+        results.get(g.name)!.failure = `smoke test: ${problems.join('; ')}`;
+        write(`${g.name}: ${results.get(g.name)!.failure}`);
+      }
+    }
+    const live = () => gateways.filter((g) => !results.get(g.name)!.failure);
+    /** Runs one measurement; a failure takes that target out of the rest of the run instead of ending it. */
+    const guarded = async (g: Gateway, what: string, run: () => Promise<void>) => {
+      const r = results.get(g.name)!;
+      if (r.failure) return;
+      try {
+        await run();
+      } catch (err) {
+        r.failure = `${what}: ${err instanceof Error ? err.message : String(err)}`;
+        write(`${g.name} failed, ${r.failure}`);
+      }
+    };
+
+    // Warm-up pass: JIT, connection pools, database caches.
+    for (const g of live()) {
+      await guarded(g, 'warm-up', async () => {
+        await sequential(g.host, g.port, g.chat, opts.warmupRequests * 2, 0);
+        await streamSequential(g.host, g.port, g.stream, Math.ceil(opts.warmupRequests / 2), 0);
+        await sequential(g.host, g.port, g.embed, opts.warmupRequests, 0);
+        await loaded(`http://${g.host}:${g.port}`, g.chat, opts.connections, Math.max(1, opts.warmup), 0);
+      });
+      await settle(pids);
+    }
+
+    for (let round = 1; round <= opts.rounds; round++) {
+      const list = live();
+      // Each round starts with a different target, so warm-up and drift favour none of them.
+      const order = list.map((_, k) => list[(k + round - 1) % list.length]!);
+      for (const g of order) {
+        const r = results.get(g.name)!;
+        await guarded(g, 'concurrency 1', async () => {
+          r.c1.push(await sequential(g.host, g.port, g.chat, opts.requests, opts.warmupRequests));
+          r.embed.push(await sequential(g.host, g.port, g.embed, Math.ceil(opts.requests / 2), Math.ceil(opts.warmupRequests / 2)));
+          r.ttfb.push(await streamSequential(g.host, g.port, g.stream, opts.streamRequests, Math.ceil(opts.warmupRequests / 2)));
+        });
+        await settle(pids);
+      }
+      for (const g of order) {
+        const r = results.get(g.name)!;
+        await guarded(g, `concurrency ${opts.connections}`, async () => {
+          const url = `http://${g.host}:${g.port}`;
+          if (opts.warmup > 0) await loaded(url, g.chat, opts.connections, opts.warmup, 0);
+          const before = g.pid ? cpuSecondsOf(g.pid) : Number.NaN;
+          const sample = await loaded(url, g.chat, opts.connections, opts.duration, 0);
+          const cpu = g.pid ? cpuSecondsOf(g.pid) - before : Number.NaN;
+          r.cN.push(sample);
+          r.cpuUs.push((cpu / sample.requests) * 1e6);
+          r.busy.push(cpu / sample.seconds);
+        });
+        await settle(pids);
+      }
+      write(
+        `round ${round}/${opts.rounds}: ` +
+          order
+            .map((g) => {
+              const r = results.get(g.name)!;
+              return `${g.name} c=1 p50 ${ms(r.c1.at(-1)?.p50 ?? Number.NaN)} ms, c=${opts.connections} ${int(r.cN.at(-1)?.rps ?? Number.NaN)} req/s`;
+            })
+            .join('; '),
+      );
+    }
+
+    if (opts.streams > 0) {
+      for (const g of live()) {
+        await guarded(g, `${opts.streams} held streams`, async () => {
+          const held = await heldStreams(g.host, g.port, g.hold, opts.streams);
+          results.get(g.name)!.held = held;
+          write(`${g.name}: ${held.ok}/${held.streams} held streams ok, at most ${held.maxOpen} open at once, ${held.errors} errors${held.errorKinds.length ? ` (${held.errorKinds.join('; ')})` : ''}`);
+        });
+        await settle(pids);
+      }
+    }
+    for (const g of gateways) if (g.pid) results.get(g.name)!.rssEnd = memoryMbOf(g.pid);
+    if (waygate) serverErrors = waygate.errorLines();
+
+    // Memory: a fresh Waygate, idle RSS, then --memory-requests non-stream chat requests at concurrency 64.
+    if (waygate && opts.memoryRequests > 0) {
+      await waygate.stop();
+      if (portkey) await portkey.stop();
+      memory = await memoryRun(opts, upstream, gwCpus);
+      serverErrors.push(...memory.errors);
+    }
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await stopAll();
+  }
+
+  report(opts, gateways, results, skipped, memory);
+  if (opts.cpuProf) write(`\nWaygate CPU profile(s) in ${path.resolve(opts.cpuProf)} (written when the server exits)`);
+  if (serverErrors.length > 0) {
+    write();
+    write(`Waygate logged ${serverErrors.length} error line(s); first: ${serverErrors[0]!.slice(0, 500)}`);
+    process.exitCode = 1;
+  }
+  if (opts.json) {
+    fs.mkdirSync(path.dirname(path.resolve(opts.json)), { recursive: true });
+    fs.writeFileSync(opts.json, JSON.stringify({ machine: info, options: opts, skipped, results: Object.fromEntries(results), memory }, null, 2));
+    write(`raw results written to ${opts.json}`);
+  }
+}
+
+async function memoryRun(opts: Options, upstream: UpstreamProcess, cpus: string | null): Promise<MemoryResult> {
+  write();
+  write(`memory: fresh Waygate, ${int(opts.memoryRequests)} non-stream chat requests at concurrency ${opts.memoryConnections}`);
+  const server = await startServer({ entry: opts.entry, databaseUrl: opts.database, logLevel: opts.logLevel, cpus });
+  try {
+    const why = await setupWaygate(server, upstream);
+    if (why) throw new Error(`memory run: ${why}`);
+    await sleep(2000);
+    await settle([server.pid]);
+    const idle = memoryMbOf(server.pid);
+    write(`memory: idle RSS ${idle.toFixed(1)} MB`);
+    try {
+      // Resets VmHWM, so that the peak below belongs to this run.
+      fs.writeFileSync(`/proc/${server.pid}/clear_refs`, '5');
+    } catch {
+      // not Linux or not allowed: the peak then includes start-up
+    }
+    const g = gateway('Waygate', server.host, server.port, server.pid, '/api/client/v1', { authorization: `Bearer ${server.token}` }, WAYGATE_MODEL);
+    const slices = Math.min(10, opts.memoryRequests);
+    const trace: { requests: number; rss: number }[] = [];
+    let done = 0;
+    const started = performance.now();
+    for (let i = 0; i < slices; i++) {
+      const amount = Math.floor(opts.memoryRequests / slices) + (i < opts.memoryRequests % slices ? 1 : 0);
+      await loadedAmount(server.baseUrl, g.chat, opts.memoryConnections, amount);
+      done += amount;
+      trace.push({ requests: done, rss: memoryMbOf(server.pid) });
+      write(`memory: ${int(done)} requests, RSS ${trace.at(-1)!.rss.toFixed(1)} MB, ${int(done / ((performance.now() - started) / 1000))} req/s so far`);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const after = memoryMbOf(server.pid);
+    const peak = memoryMbOf(server.pid, 'VmHWM');
+    await sleep(5000);
+    await settle([server.pid]);
+    const afterSettled = memoryMbOf(server.pid);
+    let analytics: string | undefined;
+    const usage = await requestJson(server.host, server.port, 'GET', '/api/client/v1/analytics/usage', { authorization: `Bearer ${server.token}` });
+    if (usage.status === 200) analytics = JSON.stringify((usage.body as { totals?: unknown }).totals);
+    const errors = server.errorLines();
+    return { requests: done, idle, after, afterSettled, peak, rps: done / seconds, trace, errors, ...(analytics ? { analytics } : {}) };
+  } finally {
+    await server.stop();
+  }
+}
+
+function report(opts: Options, gateways: Gateway[], results: Map<string, TargetResults>, skipped: string[], memory: MemoryResult | null): void {
+  const direct = results.get('direct');
+  const med = (values: number[]) => (values.length ? median(values) : Number.NaN);
+  const sum = (name: string) => {
+    const r = results.get(name)!;
+    return {
+      c1p50: med(r.c1.map((s) => s.p50)),
+      c1p90: med(r.c1.map((s) => s.p90)),
+      c1p99: med(r.c1.map((s) => s.p99)),
+      c1rps: med(r.c1.map((s) => s.rps)),
+      overhead: med(r.c1.flatMap((s) => (s.headerMedian === undefined ? [] : [s.headerMedian]))),
+      e50: med(r.embed.map((s) => s.p50)),
+      e99: med(r.embed.map((s) => s.p99)),
+      t50: med(r.ttfb.map((s) => s.ttfbP50)),
+      t99: med(r.ttfb.map((s) => s.ttfbP99)),
+      s50: med(r.ttfb.map((s) => s.totalP50)),
+      rps: med(r.cN.map((s) => s.rps)),
+      np50: med(r.cN.map((s) => s.p50)),
+      np99: med(r.cN.map((s) => s.p99)),
+      cpuUs: med(r.cpuUs),
+      busy: med(r.busy),
+    };
+  };
+  const names = gateways.map((g) => g.name);
+  const s = new Map(names.map((n) => [n, sum(n)]));
+  const d = s.get('direct')!;
+  const added = (v: number, base: number) => (Number.isFinite(v) && Number.isFinite(base) ? ms(v - base) : '-');
+  const show = (v: number, f: (x: number) => string = ms) => (Number.isFinite(v) ? f(v) : '-');
+
+  write();
+  write(`Medians of ${opts.rounds} round(s). "added" = the target minus direct in the same round set.`);
+  for (const line of skipped) write(line);
+  for (const n of names) if (results.get(n)!.failure) write(`${n} did not finish: ${results.get(n)!.failure}`);
+  write();
+  write(`Non-stream chat, concurrency 1: one keep-alive connection, ${opts.requests} requests per round, timed with performance.now()`);
+  write(
+    table(
+      ['target', 'req/s', 'p50 ms', 'p90 ms', 'p99 ms', 'added p50 ms', 'added p99 ms', 'x-waygate-overhead-ms p50'],
+      names.map((n) => {
+        const x = s.get(n)!;
+        return [n, show(x.c1rps, int), show(x.c1p50), show(x.c1p90), show(x.c1p99), n === 'direct' ? '' : added(x.c1p50, d.c1p50), n === 'direct' ? '' : added(x.c1p99, d.c1p99), show(x.overhead)];
+      }),
+    ),
+  );
+  write();
+  write(`Embeddings, concurrency 1 (${Math.ceil(opts.requests / 2)} requests per round)`);
+  write(
+    table(
+      ['target', 'p50 ms', 'p99 ms', 'added p50 ms', 'added p99 ms'],
+      names.map((n) => {
+        const x = s.get(n)!;
+        return [n, show(x.e50), show(x.e99), n === 'direct' ? '' : added(x.e50, d.e50), n === 'direct' ? '' : added(x.e99, d.e99)];
+      }),
+    ),
+  );
+  write();
+  write(`Streaming chat, concurrency 1 (${opts.streamRequests} streams per round, ${opts.chunks} content chunks + usage + [DONE]): time to the first body byte`);
+  write(
+    table(
+      ['target', 'TTFB p50 ms', 'TTFB p99 ms', 'added TTFB p50 ms', 'added TTFB p99 ms', 'whole stream p50 ms'],
+      names.map((n) => {
+        const x = s.get(n)!;
+        return [n, show(x.t50), show(x.t99), n === 'direct' ? '' : added(x.t50, d.t50), n === 'direct' ? '' : added(x.t99, d.t99), show(x.s50)];
+      }),
+    ),
+  );
+  write();
+  write(`Non-stream chat, concurrency ${opts.connections}: autocannon, ${opts.duration} s per round after a ${opts.warmup} s warm-up`);
+  write(
+    table(
+      ['target', 'req/s', 'p50 ms', 'p99 ms', 'x direct', 'gateway CPU µs/req', 'gateway CPU busy'],
+      names.map((n) => {
+        const x = s.get(n)!;
+        return [n, show(x.rps, int), show(x.np50, String), show(x.np99, String), (x.rps / d.rps).toFixed(3), show(x.cpuUs, (v) => v.toFixed(1)), show(x.busy, (v) => `${Math.round(v * 100)}%`)];
+      }),
+    ),
+  );
+  if (opts.streams > 0) {
+    write();
+    write(`${opts.streams} streams started together, each on its own connection, held about ${((opts.chunks + 3) * opts.holdChunkMs) / 1000} s by the upstream`);
+    write(
+      table(
+        ['target', 'ok', 'errors', 'max open at once', 'with usage', 'TTFB p50 ms', 'TTFB p99 ms', 'seconds', 'error kinds'],
+        names.map((n) => {
+          const h = results.get(n)!.held;
+          if (!h) return [n, '-', '-', '-', '-', '-', '-', '-', ''];
+          return [n, h.ok, h.errors, h.maxOpen, h.withUsage, show(h.ttfbP50), show(h.ttfbP99), h.seconds.toFixed(2), h.errorKinds.join('; ')];
+        }),
+      ),
+    );
+  }
+  write();
+  write('Gateway memory (VmRSS from /proc/<pid>/status)');
+  const memRows: (string | number)[][] = names
+    .filter((n) => n !== 'direct')
+    .map((n) => {
+      const r = results.get(n)!;
+      return [n, show(r.rssIdle ?? Number.NaN, (v) => v.toFixed(1)), show(r.rssEnd ?? Number.NaN, (v) => v.toFixed(1))];
+    });
+  write(table(['target', 'RSS idle MB (after start and setup)', 'RSS MB after the runs above'], memRows));
+  if (memory) {
+    write();
+    write(
+      `Waygate memory run (fresh server): idle ${memory.idle.toFixed(1)} MB; after ${int(memory.requests)} requests ${memory.after.toFixed(1)} MB ` +
+        `(${memory.afterSettled.toFixed(1)} MB 5 s later), peak ${memory.peak.toFixed(1)} MB, ${int(memory.rps)} req/s at concurrency ${opts.memoryConnections}`,
+    );
+    write(`RSS trace: ${memory.trace.map((t) => `${int(t.requests)}: ${t.rss.toFixed(0)}`).join(', ')}`);
+    if (memory.analytics) write(`analytics/usage totals afterwards: ${memory.analytics}`);
+  }
+
+  // Goals of issue 3.
+  const w = s.get('Waygate');
+  const p = s.get('Portkey');
+  write();
+  write('Ratios and goals (issue 3)');
+  const goals: (string | number)[][] = [];
+  const verdict = (ok: boolean | null) => (ok === null ? 'n/a' : ok ? 'met' : 'MISSED');
+  const fin = (v: number | undefined) => v !== undefined && Number.isFinite(v);
+  if (w) {
+    const a50 = w.c1p50 - d.c1p50;
+    const a99 = w.c1p99 - d.c1p99;
+    goals.push(['Waygate added p50, concurrency 1', `${ms(a50)} ms`, '<= 0.3 ms', verdict(fin(a50) ? a50 <= 0.3 : null)]);
+    goals.push(['Waygate added p99, concurrency 1', `${ms(a99)} ms`, '<= 1 ms', verdict(fin(a99) ? a99 <= 1 : null)]);
+    const rd = w.rps / d.rps;
+    goals.push([`Waygate / direct req/s, concurrency ${opts.connections}`, rd.toFixed(3), '>= 0.60', verdict(fin(rd) ? rd >= 0.6 : null)]);
+    if (p) {
+      const rp = w.rps / p.rps;
+      goals.push([`Waygate / Portkey req/s, concurrency ${opts.connections}`, rp.toFixed(2), '>= 5', verdict(fin(rp) ? rp >= 5 : null)]);
+    }
+    const t = w.t50 - d.t50;
+    const t99 = w.t99 - d.t99;
+    goals.push(['Waygate added TTFB p50 (p99), streaming', `${ms(t)} (${ms(t99)}) ms`, '<= 1 ms', verdict(fin(t) ? t <= 1 : null)]);
+    const held = results.get('Waygate')!.held;
+    if (held) goals.push([`Waygate ${held.streams} concurrent streams`, `${held.errors} errors, ${held.maxOpen} open at once`, '0 errors', verdict(held.errors === 0)]);
+    const idle = memory?.idle ?? results.get('Waygate')!.rssIdle;
+    goals.push(['Waygate RSS idle', `${show(idle ?? Number.NaN, (v) => v.toFixed(1))} MB`, '< 80 MB', verdict(fin(idle) ? idle! < 80 : null)]);
+    if (memory) {
+      goals.push([`Waygate RSS after ${int(memory.requests)} requests`, `${memory.after.toFixed(1)} MB`, '< 150 MB', verdict(memory.requests >= 1_000_000 ? memory.after < 150 : null)]);
+    }
+  }
+  if (p) {
+    goals.push(['Portkey added p50 / p99, concurrency 1', `${added(p.c1p50, d.c1p50)} / ${added(p.c1p99, d.c1p99)} ms`, '(reference)', '']);
+    goals.push([`Portkey / direct req/s, concurrency ${opts.connections}`, (p.rps / d.rps).toFixed(3), '(reference)', '']);
+    goals.push(['Portkey added TTFB p50', `${added(p.t50, d.t50)} ms`, '(reference)', '']);
+  }
+  if (goals.length) write(table(['figure', 'measured', 'goal', ''], goals));
+  else write('(no gateway measured: only direct)');
+  if (!direct) write('direct was not measured');
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  inference().catch((err: unknown) => {
+    process.stderr.write(`benchmark failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,320 @@
+import type { Logger } from 'pino';
+import { AppError, ERRORS } from '../../http/errors.js';
+import type { ProjectScope } from '../../http/principal.js';
+import { newId } from '../../platform/ids.js';
+import { UpstreamError } from '../../providers/errors.js';
+import { estimateChatInput, estimateEmbeddingInput, estimateTokens } from '../../providers/tokens.js';
+import type { Capability, ChatChunk, JsonObject, JsonResult, Provider, ProviderType, Usage } from '../../providers/types.js';
+import type { Budget, Estimate, LimitService, LimitSubject, RateLimit, Reservation } from '../limits/service.js';
+import type { ResolvedModel, ModelService } from '../models/service.js';
+import type { Pricing } from '../models/store.js';
+import type { ProjectService } from '../projects/service.js';
+import type { UsageService } from '../usage/service.js';
+
+/** Who is calling and about what; built by the route from the token and the request. */
+export interface Caller {
+  scope: ProjectScope;
+  tokenId: string | null;
+  userId: string | null;
+  budget: Budget | null;
+  rateLimit: RateLimit | null;
+  requestId: string;
+  sessionId: string | null;
+  /** Aborted when the client goes away: the upstream call is abandoned. */
+  signal: AbortSignal;
+  /** performance.now() when the request arrived. */
+  startedAt: number;
+  /** What the usage event names as the service (`chat`, `embeddings`, ... or `batches`, `agents`). */
+  service?: string;
+}
+
+/** A finished JSON answer: the body (raw text when forwarded unchanged) and the time spent upstream. */
+export interface JsonAnswer {
+  body: JsonObject;
+  raw?: string;
+  upstreamMs: number;
+}
+
+/** A started stream: SSE frames to write, and the time until the upstream answered. */
+export interface StreamAnswer {
+  frames: AsyncGenerator<string>;
+  upstreamMs: number;
+}
+
+/** Output tokens reserved (and the cap) for a budgeted chat call that names no max_tokens. */
+export const DEFAULT_OUTPUT_RESERVE = 4096;
+
+const NO_PRICE: Pricing = { inputPer1M: 0, outputPer1M: 0, currency: 'USD' };
+const STATUS_CLIENT_CLOSED = 499;
+
+function costOf(pricing: Pricing | null, input: number, output: number): number {
+  const price = pricing ?? NO_PRICE;
+  return (input * price.inputPer1M + output * price.outputPer1M) / 1e6;
+}
+
+function requestedMaxTokens(body: JsonObject): number | undefined {
+  const value = body.max_completion_tokens ?? body.max_tokens;
+  return typeof value === 'number' ? value : undefined;
+}
+
+/** The request with its output capped at the reservation's allowance, when a budget or tpm limit set one. */
+function capped(body: JsonObject, reservation: Reservation | null): JsonObject {
+  if (!reservation?.capped) return body;
+  const requested = requestedMaxTokens(body);
+  if (requested !== undefined && requested <= reservation.allowance) return body;
+  const field = body.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens';
+  return { ...body, [field]: reservation.allowance };
+}
+
+/** The client-facing error for a failed upstream call (interface section 7, OpenAI's error shape). */
+function clientError(err: UpstreamError): AppError {
+  switch (err.failure) {
+    case 'http': {
+      const status = err.status ?? 502;
+      if (status >= 500) return ERRORS.upstreamFailed(`Upstream model failed with status ${status}: ${String(err.body?.error.message ?? '')}`.trim());
+      return ERRORS.upstreamRejected(status, err.body ?? { error: { message: err.message, type: 'upstream_error' } }, err.retryAfterMs);
+    }
+    case 'timeout':
+      return ERRORS.upstreamTimeout(err.message);
+    case 'aborted':
+      return ERRORS.clientClosed();
+    default:
+      return ERRORS.upstreamFailed(err.message);
+  }
+}
+
+function statusOf(err: unknown): number {
+  if (err instanceof AppError) return err.statusCode;
+  return 500;
+}
+
+/**
+ * Runs model calls: resolves the model, admits the call against budgets and rate limits, calls the provider
+ * with fallbacks, and meters one usage event per call (failed and cut-off calls included).
+ */
+export class InferenceService {
+  constructor(
+    private readonly models: ModelService,
+    private readonly providers: Record<ProviderType, Provider>,
+    private readonly limits: LimitService,
+    private readonly projects: ProjectService,
+    private readonly usage: UsageService,
+    private readonly log: Logger,
+  ) {}
+
+  /** The model and its fallbacks that offer the capability, in the order to try them. */
+  private async candidates(scope: ProjectScope, key: unknown, capability: Capability): Promise<ResolvedModel[]> {
+    if (typeof key !== 'string' || key === '') throw ERRORS.validation('model is required');
+    const primary = await this.models.resolve(scope, key);
+    if (!primary.record.capabilities.includes(capability)) {
+      throw ERRORS.validation(`Model "${key}" does not offer ${capability} (it offers ${primary.record.capabilities.join(', ')})`);
+    }
+    const fallbacks: ResolvedModel[] = [];
+    for (const fallbackKey of primary.record.fallbacks) {
+      const fallback = await this.models.find(scope, fallbackKey);
+      if (fallback && fallback.record.capabilities.includes(capability)) fallbacks.push(fallback);
+    }
+    return [primary, ...fallbacks];
+  }
+
+  private async subjects(caller: Caller): Promise<LimitSubject[]> {
+    const project = await this.projects.cached(caller.scope.tenantId, caller.scope.projectId);
+    const subjects: LimitSubject[] = [];
+    if (caller.tokenId && (caller.budget || caller.rateLimit)) {
+      subjects.push({ kind: 'token', scope: { ...caller.scope, tokenId: caller.tokenId }, budget: caller.budget, rateLimit: caller.rateLimit });
+    }
+    if (project && (project.budget || project.rateLimit)) subjects.push({ kind: 'project', scope: caller.scope, budget: project.budget, rateLimit: project.rateLimit });
+    return subjects;
+  }
+
+  private async admit(caller: Caller, model: ResolvedModel, inputTokens: number, desiredOutput: number): Promise<Reservation | null> {
+    const subjects = await this.subjects(caller);
+    if (subjects.length === 0) return null;
+    const pricing = model.record.pricing ?? NO_PRICE;
+    const estimate: Estimate = {
+      inputTokens,
+      desiredOutput,
+      minimumOutput: desiredOutput > 0 ? 1 : 0,
+      inputPricePerToken: pricing.inputPer1M / 1e6,
+      outputPricePerToken: pricing.outputPer1M / 1e6,
+    };
+    return this.limits.admit(subjects, estimate);
+  }
+
+  /** Tries each candidate in turn; a failure that is not the caller's fault hands over to the next one. */
+  private async firstAnswer<T>(candidates: ResolvedModel[], call: (model: ResolvedModel) => Promise<T>): Promise<{ model: ResolvedModel; answer: T }> {
+    let last: unknown;
+    for (const model of candidates) {
+      try {
+        return { model, answer: await call(model) };
+      } catch (err) {
+        last = err;
+        const handOver = err instanceof UpstreamError && (err.retryable || err.failure === 'malformed');
+        if (!handOver) break;
+        this.log.warn({ model: model.record.key, failure: err.failure, status: err.status }, 'upstream call failed; trying the next fallback');
+      }
+    }
+    throw last instanceof UpstreamError ? clientError(last) : last;
+  }
+
+  private meter(caller: Caller, model: ResolvedModel, endpoint: string, service: string, usage: Usage | null, status: number, upstreamMs: number, streamed: boolean): void {
+    const input = usage?.inputTokens ?? 0;
+    const output = usage?.outputTokens ?? 0;
+    this.usage.record({
+      id: newId('use'),
+      tenantId: caller.scope.tenantId,
+      projectId: caller.scope.projectId,
+      tokenId: caller.tokenId,
+      userId: caller.userId,
+      model: model.record.key,
+      provider: model.record.provider.type,
+      service: caller.service ?? service,
+      endpoint,
+      inputTokens: input,
+      outputTokens: output,
+      cost: costOf(model.record.pricing, input, output),
+      currency: model.record.pricing?.currency ?? 'USD',
+      latencyMs: performance.now() - caller.startedAt,
+      upstreamLatencyMs: upstreamMs,
+      status,
+      requestId: caller.requestId,
+      sessionId: caller.sessionId,
+      streamed,
+      createdAt: Date.now(),
+    });
+  }
+
+  private async settle(reservation: Reservation | null, model: ResolvedModel, usage: Usage | null): Promise<void> {
+    const input = usage?.inputTokens ?? 0;
+    const output = usage?.outputTokens ?? 0;
+    await this.limits.settle(reservation, { tokens: input + output, cost: costOf(model.record.pricing, input, output) }).catch((err: unknown) => {
+      this.log.error({ err }, 'settling a budget reservation failed; the estimate stays counted');
+    });
+  }
+
+  /** One non-streamed call of any JSON operation, metered and settled whatever happens. */
+  private async jsonCall(
+    caller: Caller,
+    body: JsonObject,
+    options: { capability: Capability; service: string; endpoint: string; inputTokens: number; desiredOutput: number },
+    run: (provider: Provider, model: ResolvedModel, body: JsonObject) => Promise<JsonResult>,
+  ): Promise<JsonAnswer> {
+    const candidates = await this.candidates(caller.scope, body.model, options.capability);
+    const reservation = await this.admit(caller, candidates[0]!, options.inputTokens, options.desiredOutput);
+    const upstreamBody = capped(body, reservation);
+    try {
+      const { model, answer } = await this.firstAnswer(candidates, (m) => run(this.providers[m.record.provider.type], m, upstreamBody));
+      const usage = answer.usage ?? { inputTokens: options.inputTokens, outputTokens: 0, estimated: true };
+      await this.settle(reservation, model, usage);
+      this.meter(caller, model, options.endpoint, options.service, usage, 200, answer.upstreamMs, false);
+      return { body: answer.body, raw: answer.raw, upstreamMs: answer.upstreamMs };
+    } catch (err) {
+      await this.settle(reservation, candidates[0]!, null);
+      this.meter(caller, candidates[0]!, options.endpoint, options.service, null, statusOf(err), 0, false);
+      throw err;
+    }
+  }
+
+  chat(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
+    const inputTokens = estimateChatInput(body);
+    const desiredOutput = requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE;
+    return this.jsonCall(caller, body, { capability: 'chat', service: 'chat', endpoint: '/chat/completions', inputTokens, desiredOutput }, (provider, model, upstreamBody) =>
+      provider.chat(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
+    );
+  }
+
+  embeddings(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
+    const inputTokens = estimateEmbeddingInput(body.input);
+    return this.jsonCall(caller, body, { capability: 'embeddings', service: 'embeddings', endpoint: '/embeddings', inputTokens, desiredOutput: 0 }, (provider, model, upstreamBody) =>
+      provider.embeddings(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
+    );
+  }
+
+  moderations(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
+    const inputTokens = estimateEmbeddingInput(body.input);
+    return this.jsonCall(caller, body, { capability: 'moderation', service: 'moderations', endpoint: '/moderations', inputTokens, desiredOutput: 0 }, (provider, model, upstreamBody) =>
+      provider.moderations(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
+    );
+  }
+
+  /**
+   * A streamed chat call. Retries and fallbacks happen before the first byte; after it, a failure ends the stream
+   * with an error event and `[DONE]`. Usage is taken from the upstream's usage chunk (always requested) or counted.
+   */
+  async chatStream(caller: Caller, body: JsonObject): Promise<StreamAnswer> {
+    const candidates = await this.candidates(caller.scope, body.model, 'chat');
+    const inputTokens = estimateChatInput(body);
+    const reservation = await this.admit(caller, candidates[0]!, inputTokens, requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE);
+    const upstreamBody = capped(body, reservation);
+    let started: { model: ResolvedModel; answer: Awaited<ReturnType<Provider['chatStream']>> };
+    try {
+      started = await this.firstAnswer(candidates, (m) => this.providers[m.record.provider.type].chatStream(m.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }));
+    } catch (err) {
+      await this.settle(reservation, candidates[0]!, null);
+      this.meter(caller, candidates[0]!, '/chat/completions', 'chat', null, statusOf(err), 0, true);
+      throw err;
+    }
+    const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
+    return { frames: this.frames(caller, started.model, started.answer.chunks, { reservation, inputTokens, includeUsage, upstreamStartedAt: performance.now() - started.answer.upstreamMs }), upstreamMs: started.answer.upstreamMs };
+  }
+
+  private async *frames(
+    caller: Caller,
+    model: ResolvedModel,
+    chunks: AsyncIterable<ChatChunk>,
+    options: { reservation: Reservation | null; inputTokens: number; includeUsage: boolean; upstreamStartedAt: number },
+  ): AsyncGenerator<string> {
+    let usage: Usage | null = null;
+    let text = '';
+    let status = 200;
+    let last: ChatChunk | null = null;
+    try {
+      for await (const chunk of chunks) {
+        last = chunk;
+        const reported = chunk.data.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
+        if (reported && typeof reported.prompt_tokens === 'number') {
+          usage = { inputTokens: reported.prompt_tokens, outputTokens: Number(reported.completion_tokens ?? 0), estimated: false };
+        }
+        const choices = chunk.data.choices as { delta?: { content?: unknown } }[] | undefined;
+        if (Array.isArray(choices)) for (const choice of choices) if (typeof choice?.delta?.content === 'string') text += choice.delta.content;
+        // The usage chunk (no choices) is Waygate's request; the client sees it only when it asked.
+        if (reported && Array.isArray(choices) && choices.length === 0 && !options.includeUsage) continue;
+        yield `data: ${chunk.raw ?? JSON.stringify(chunk.data)}\n\n`;
+      }
+      if (!usage) {
+        usage = { inputTokens: options.inputTokens, outputTokens: estimateTokens(text), estimated: true };
+        if (options.includeUsage) {
+          const base = last?.data ?? {};
+          const counted = { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens };
+          yield `data: ${JSON.stringify({ id: base.id, object: 'chat.completion.chunk', created: base.created, model: base.model, choices: [], usage: counted })}\n\n`;
+        }
+      }
+      yield 'data: [DONE]\n\n';
+    } catch (err) {
+      if (caller.signal.aborted) {
+        status = STATUS_CLIENT_CLOSED;
+      } else {
+        status = err instanceof UpstreamError ? 502 : 500;
+        const error = err instanceof UpstreamError ? { message: `Upstream stream failed: ${err.message}`, type: 'upstream_error', code: 'upstream_stream_failed' } : { message: 'Internal server error', type: 'server_error', code: 'internal_error' };
+        if (!(err instanceof UpstreamError)) this.log.error({ err }, 'stream failed');
+        yield `data: ${JSON.stringify({ error })}\n\n`;
+        yield 'data: [DONE]\n\n';
+      }
+    } finally {
+      // Also reached when the client disconnects mid-stream (the generator is closed): what was streamed is billed.
+      if (caller.signal.aborted && status === 200) status = STATUS_CLIENT_CLOSED;
+      usage ??= { inputTokens: options.inputTokens, outputTokens: estimateTokens(text), estimated: true };
+      await this.settle(options.reservation, model, usage);
+      this.meter(caller, model, '/chat/completions', 'chat', usage, status, performance.now() - options.upstreamStartedAt, true);
+    }
+  }
+
+  /** OpenAI's model list for the project. */
+  async listModels(scope: ProjectScope) {
+    const models = await this.models.list(scope);
+    return {
+      object: 'list' as const,
+      data: models.map((m) => ({ id: m.key, object: 'model' as const, created: Math.floor(m.createdAt / 1000), owned_by: m.provider.type, capabilities: m.capabilities })),
+    };
+  }
+}

@@ -1,0 +1,180 @@
+import { ERRORS, type AppError } from '../../http/errors.js';
+import type { CounterReservation, Counters } from '../../platform/counters.js';
+import type { UsageService } from '../usage/service.js';
+import type { UsageScope } from '../usage/store.js';
+
+/** A spending cap over a period (UTC days and months). */
+export interface Budget {
+  maxTokens?: number;
+  maxCostUsd?: number;
+  period: 'day' | 'month' | 'total';
+}
+
+/** Requests and tokens per minute. */
+export interface RateLimit {
+  rpm?: number;
+  tpm?: number;
+}
+
+/** The rules the schemas cannot say: a budget caps something, a rate limit limits something. */
+export function checkLimits(budget: Budget | null | undefined, rateLimit: RateLimit | null | undefined): void {
+  if (budget && budget.maxTokens === undefined && budget.maxCostUsd === undefined) {
+    throw ERRORS.validation('budget needs maxTokens or maxCostUsd (or both) besides period');
+  }
+  if (rateLimit && rateLimit.rpm === undefined && rateLimit.tpm === undefined) {
+    throw ERRORS.validation('rateLimit needs rpm or tpm (or both)');
+  }
+}
+
+/** Someone whose limits apply to a call: the calling token, and its project. */
+export interface LimitSubject {
+  kind: 'token' | 'project';
+  scope: UsageScope;
+  budget: Budget | null;
+  rateLimit: RateLimit | null;
+}
+
+/** Costs are counted in nano-dollars so that counters stay integers (in Redis too). */
+export const NANO = 1e9;
+
+/** What a call is expected to take: its input, how much output it would like, and the prices per token. */
+export interface Estimate {
+  inputTokens: number;
+  /** Output tokens wanted (the request's max_tokens, or a default); 0 for embeddings and moderation. */
+  desiredOutput: number;
+  /** Fewest output tokens worth calling for. */
+  minimumOutput: number;
+  inputPricePerToken: number;
+  outputPricePerToken: number;
+}
+
+export interface Amounts {
+  tokens: number;
+  /** Cost in dollars. */
+  cost: number;
+}
+
+type CounterKind = 'requests' | 'tokens' | 'cost';
+
+interface PlannedCounter extends CounterReservation {
+  kind: CounterKind;
+  /** Why a refusal happened, for the error message. */
+  describe: string;
+  /** Milliseconds until this counter's window or period ends; null for a total budget. */
+  retryAfterMs: number | null;
+  /** Budget counters: where the stored usage to seed them from starts. */
+  since: number;
+  subject: LimitSubject;
+}
+
+/** What admission reserved, to be settled with the real amounts. */
+export interface Reservation {
+  counters: { key: string; kind: CounterKind; amount: number }[];
+  /** Output tokens the call may use. */
+  allowance: number;
+  /** True when a token or cost limit set the allowance: the upstream call must then be capped at it. */
+  capped: boolean;
+}
+
+const MINUTE_MS = 60_000;
+const SEED_ATTEMPTS = 3;
+
+function periodBounds(period: Budget['period'], now: number): { start: number; end: number | null } {
+  const date = new Date(now);
+  if (period === 'day') {
+    const start = Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate());
+    return { start, end: start + 86_400_000 };
+  }
+  if (period === 'month') {
+    return { start: Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), 1), end: Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + 1, 1) };
+  }
+  return { start: 0, end: null };
+}
+
+function subjectId(subject: LimitSubject): string {
+  return subject.kind === 'token' ? `t:${subject.scope.tokenId}` : `p:${subject.scope.projectId}`;
+}
+
+/**
+ * Budgets and rate limits. Admission reserves on every counter at once (all or nothing): the input estimate plus
+ * the largest output allowance every token and cost limit still has room for, and the upstream call is capped at
+ * that allowance. Settlement replaces the reservation with the real amounts. So concurrent calls never pass a
+ * limit together, except by what the input estimate falls short of the upstream's count. Budget counters start
+ * from stored usage after a restart.
+ */
+export class LimitService {
+  constructor(private readonly counters: Counters, private readonly usage: UsageService) {}
+
+  private plan(subjects: LimitSubject[], estimate: Estimate, now: number): PlannedCounter[] {
+    const planned: PlannedCounter[] = [];
+    const minute = Math.floor(now / MINUTE_MS) * MINUTE_MS;
+    const windowLeft = minute + MINUTE_MS - now;
+    const tokens = { base: estimate.inputTokens, perUnit: 1 };
+    const cost = { base: Math.ceil(estimate.inputTokens * estimate.inputPricePerToken * NANO), perUnit: Math.ceil(estimate.outputPricePerToken * NANO) };
+    for (const subject of subjects) {
+      const id = subjectId(subject);
+      const window = { subject, seeded: false, since: 0, ttlMs: windowLeft + 1_000, retryAfterMs: windowLeft };
+      const { rpm, tpm } = subject.rateLimit ?? {};
+      if (rpm !== undefined) {
+        planned.push({ ...window, key: `rl:${id}:rpm:${minute}`, kind: 'requests', base: 1, perUnit: 0, limit: rpm, describe: `rate limit of ${rpm} requests per minute` });
+      }
+      if (tpm !== undefined) {
+        planned.push({ ...window, key: `rl:${id}:tpm:${minute}`, kind: 'tokens', ...tokens, limit: tpm, describe: `rate limit of ${tpm} tokens per minute` });
+      }
+      const budget = subject.budget;
+      if (!budget) continue;
+      const { start, end } = periodBounds(budget.period, now);
+      const period = { subject, seeded: true, since: start, ttlMs: end === null ? 0 : end - now + MINUTE_MS, retryAfterMs: end === null ? null : end - now };
+      const name = budget.period === 'total' ? 'total' : budget.period === 'day' ? 'daily' : 'monthly';
+      if (budget.maxTokens !== undefined) {
+        planned.push({ ...period, key: `bg:${id}:${budget.period}:${start}:tokens`, kind: 'tokens', ...tokens, limit: budget.maxTokens, describe: `${name} budget of ${budget.maxTokens} tokens` });
+      }
+      if (budget.maxCostUsd !== undefined) {
+        planned.push({ ...period, key: `bg:${id}:${budget.period}:${start}:cost`, kind: 'cost', ...cost, limit: Math.floor(budget.maxCostUsd * NANO), describe: `${name} budget of ${budget.maxCostUsd} USD` });
+      }
+    }
+    return planned;
+  }
+
+  /** Reserves against every limit of the subjects, or throws 429 without reserving anything. */
+  async admit(subjects: LimitSubject[], estimate: Estimate): Promise<Reservation | null> {
+    if (!subjects.some((s) => s.budget || s.rateLimit)) return null;
+    const planned = this.plan(subjects, estimate, Date.now());
+    if (planned.length === 0) return null;
+    for (let attempt = 0; attempt < SEED_ATTEMPTS; attempt++) {
+      const outcome = await this.counters.reserve(planned, { desired: estimate.desiredOutput, minimum: estimate.minimumOutput });
+      if (outcome.ok) {
+        return {
+          counters: planned.map(({ key, kind, base, perUnit }) => ({ key, kind, amount: base + perUnit * outcome.allowance })),
+          allowance: outcome.allowance,
+          capped: planned.some((c) => c.perUnit > 0),
+        };
+      }
+      const counter = planned[outcome.index]!;
+      if (outcome.reason === 'limit') throw exceeded(counter);
+      await this.seed(counter);
+    }
+    throw new Error('Budget counters could not be seeded');
+  }
+
+  /** Replaces the reservation with what the call really used (zero for a failed call). */
+  async settle(reservation: Reservation | null, actual: Amounts): Promise<void> {
+    if (!reservation) return;
+    const changes = reservation.counters
+      .filter((c) => c.kind !== 'requests')
+      .map((c) => ({ key: c.key, amount: (c.kind === 'tokens' ? actual.tokens : Math.ceil(actual.cost * NANO)) - c.amount }));
+    await this.counters.adjust(changes);
+  }
+
+  private async seed(counter: PlannedCounter): Promise<void> {
+    const totals = await this.usage.totalsSince(counter.subject.scope, counter.since);
+    const value = counter.kind === 'tokens' ? totals.tokens : Math.ceil(totals.cost * NANO);
+    await this.counters.seed(counter.key, value, counter.ttlMs);
+  }
+}
+
+function exceeded(counter: PlannedCounter): AppError {
+  const who = counter.subject.kind === 'token' ? "This token's" : "This project's";
+  const retryAfter = counter.retryAfterMs === null ? null : Math.max(1, Math.ceil(counter.retryAfterMs / 1000));
+  return counter.key.startsWith('bg:') ? ERRORS.budgetExceeded(`${who} ${counter.describe} is used up`, retryAfter) : ERRORS.rateLimited(`${who} ${counter.describe} is reached; retry later`, retryAfter!);
+}

@@ -1,0 +1,293 @@
+import { isUniqueViolation } from '../../db/errors.js';
+import { ERRORS } from '../../http/errors.js';
+import type { ProjectScope } from '../../http/principal.js';
+import type { Bus } from '../../platform/bus.js';
+import { newId } from '../../platform/ids.js';
+import type { SecretBox } from '../../platform/secrets.js';
+import { LOCAL_CHAT_MODEL, LOCAL_EMBED_MODEL } from '../../providers/local.js';
+import type { Capability, MockOptions, ModelTarget, ProviderType } from '../../providers/types.js';
+import type { ModelGuardrails, ModelRecord, ModelStore, Pricing, ProviderSettings } from './store.js';
+
+export const MODEL_KEY_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$';
+const MODEL_KEY = new RegExp(MODEL_KEY_PATTERN);
+const CHANGED_TOPIC = 'models.changed';
+/** A project's models are remembered this long; changes clear them at once on every instance through the bus. */
+const CACHE_TTL_MS = 30_000;
+const CACHE_MAX_PROJECTS = 10_000;
+
+export interface ProviderInput {
+  type: ProviderType;
+  baseUrl?: string | null;
+  /** Omitted keeps the stored key, null removes it. */
+  apiKey?: string | null;
+  apiVersion?: string | null;
+  deployment?: string | null;
+  /** Omitted keeps the stored headers, null removes them, an object replaces them. */
+  headers?: Record<string, string> | null;
+  mock?: MockOptions | null;
+}
+
+export interface ModelInput {
+  key: string;
+  name?: string;
+  provider: ProviderInput;
+  upstreamModel?: string;
+  capabilities: Capability[];
+  pricing?: Pricing | null;
+  guardrails?: Partial<ModelGuardrails>;
+  fallbacks?: string[];
+}
+
+export type ModelPatch = Partial<Omit<ModelInput, 'key' | 'provider'>> & { provider?: Partial<ProviderInput> };
+
+/** A model ready to call: its record and the decrypted target the provider needs. */
+export interface ResolvedModel {
+  record: ModelRecord;
+  target: ModelTarget;
+}
+
+interface Secrets {
+  apiKey?: string;
+  headers?: Record<string, string>;
+}
+
+const FREE: Pricing = { inputPer1M: 0, outputPer1M: 0, currency: 'USD' };
+
+function builtIn(scope: ProjectScope, key: string, capability: Capability): ModelRecord {
+  return {
+    id: `builtin_${key}`,
+    tenantId: scope.tenantId,
+    projectId: scope.projectId,
+    key,
+    name: key === LOCAL_CHAT_MODEL ? 'Built-in local chat (echo)' : 'Built-in local embeddings (feature hashing, 384 dimensions)',
+    provider: { type: 'local', baseUrl: null, apiVersion: null, deployment: null, mock: null, headerNames: [], hasApiKey: false },
+    secrets: null,
+    upstreamModel: key,
+    capabilities: [capability],
+    pricing: FREE,
+    guardrails: { input: [], output: [] },
+    fallbacks: [],
+    builtIn: true,
+    createdAt: 0,
+    updatedAt: 0,
+  };
+}
+
+const BUILT_IN_KEYS = new Set([LOCAL_CHAT_MODEL, LOCAL_EMBED_MODEL]);
+const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$/;
+/** Set by Waygate itself on upstream requests; a model may not override them. */
+const RESERVED_HEADERS = new Set(['host', 'content-length', 'content-type', 'connection', 'transfer-encoding', 'authorization', 'api-key', 'x-api-key']);
+
+function checkBaseUrl(type: ProviderType, baseUrl: string | null): void {
+  if (baseUrl === null) {
+    if (type === 'azure-openai') throw ERRORS.validation('provider.baseUrl is required for azure-openai (https://<resource>.openai.azure.com)');
+    return;
+  }
+  let url: URL;
+  try {
+    url = new URL(baseUrl);
+  } catch {
+    throw ERRORS.validation(`provider.baseUrl is not a valid URL: ${baseUrl}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw ERRORS.validation('provider.baseUrl must be an http:// or https:// URL');
+  if (url.username || url.password) throw ERRORS.validation('provider.baseUrl must not carry credentials; use provider.apiKey');
+}
+
+function checkHeaders(headers: Record<string, string> | undefined): void {
+  for (const name of Object.keys(headers ?? {})) {
+    if (!HEADER_NAME.test(name)) throw ERRORS.validation(`provider.headers has an invalid header name: ${name}`);
+    if (RESERVED_HEADERS.has(name.toLowerCase())) throw ERRORS.validation(`provider.headers may not set ${name}; Waygate sets it (use provider.apiKey for keys)`);
+  }
+}
+
+/** The model registry of each project, plus the built-in local models; cached for the request path. */
+export class ModelService {
+  private readonly cache = new Map<string, { models: Map<string, ResolvedModel>; until: number }>();
+
+  constructor(
+    private readonly store: ModelStore,
+    private readonly secrets: SecretBox,
+    private readonly bus: Bus,
+    private readonly localModels: boolean,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.bus.subscribe(CHANGED_TOPIC, (projectKey) => this.cache.delete(projectKey));
+  }
+
+  private builtIns(scope: ProjectScope): ModelRecord[] {
+    return this.localModels ? [builtIn(scope, LOCAL_CHAT_MODEL, 'chat'), builtIn(scope, LOCAL_EMBED_MODEL, 'embeddings')] : [];
+  }
+
+  /** Every model of the project: the built-in ones first, then the registered ones by key. */
+  async list(scope: ProjectScope): Promise<ModelRecord[]> {
+    return [...(await this.projectModels(scope)).values()].map((model) => model.record);
+  }
+
+  /** A model of the project by key; 404 when it does not exist there. */
+  async require(scope: ProjectScope, key: string): Promise<ModelRecord> {
+    return (await this.resolve(scope, key)).record;
+  }
+
+  /** The model, decrypted for a call; 404 when it does not exist in the project. */
+  async resolve(scope: ProjectScope, key: string): Promise<ResolvedModel> {
+    const model = (await this.projectModels(scope)).get(key);
+    if (!model) throw ERRORS.notFound('Model', key);
+    return model;
+  }
+
+  /** The model when it exists (fallbacks that were deleted since are skipped). */
+  async find(scope: ProjectScope, key: string): Promise<ResolvedModel | null> {
+    return (await this.projectModels(scope)).get(key) ?? null;
+  }
+
+  async create(scope: ProjectScope, input: ModelInput): Promise<ModelRecord> {
+    if (!MODEL_KEY.test(input.key)) throw ERRORS.validation('key must be 1-100 letters, digits, dots, dashes, underscores or colons, starting with a letter or digit');
+    if (this.localModels && BUILT_IN_KEYS.has(input.key)) throw ERRORS.conflict(`"${input.key}" is a built-in model key`);
+    const now = Date.now();
+    const model: ModelRecord = {
+      id: newId('mdl'),
+      tenantId: scope.tenantId,
+      projectId: scope.projectId,
+      key: input.key,
+      name: input.name ?? input.key,
+      provider: { type: input.provider.type, baseUrl: null, apiVersion: null, deployment: null, mock: null, headerNames: [], hasApiKey: false },
+      secrets: null,
+      upstreamModel: input.upstreamModel ?? input.key,
+      capabilities: [],
+      pricing: null,
+      guardrails: { input: [], output: [] },
+      fallbacks: [],
+      builtIn: false,
+      createdAt: now,
+      updatedAt: now,
+    };
+    const ready = await this.apply(scope, model, input, {});
+    try {
+      await this.store.insert(ready);
+    } catch (err) {
+      throw isUniqueViolation(err) ? ERRORS.conflict(`A model with key "${input.key}" already exists`) : err;
+    }
+    await this.changed(scope);
+    return ready;
+  }
+
+  async update(scope: ProjectScope, key: string, patch: ModelPatch): Promise<ModelRecord> {
+    const current = await this.store.find(scope, key);
+    if (!current) throw this.missingOrBuiltIn(key);
+    const secrets = current.secrets ? (JSON.parse(this.secrets.decrypt(current.secrets)) as Secrets) : {};
+    const provider = { ...current.provider, ...patch.provider } as ProviderInput;
+    const updated = await this.apply(scope, { ...current, updatedAt: Date.now() }, { ...patch, key, provider, capabilities: patch.capabilities ?? current.capabilities }, secrets);
+    await this.store.update(updated);
+    await this.changed(scope);
+    return updated;
+  }
+
+  async delete(scope: ProjectScope, key: string): Promise<void> {
+    if (!(await this.store.delete(scope, key))) throw this.missingOrBuiltIn(key);
+    await this.changed(scope);
+  }
+
+  private missingOrBuiltIn(key: string) {
+    return this.localModels && BUILT_IN_KEYS.has(key) ? ERRORS.validation(`"${key}" is a built-in model and cannot be changed`) : ERRORS.notFound('Model', key);
+  }
+
+  /** Validates an input against the project and writes it onto the record (sealing secrets). */
+  private async apply(scope: ProjectScope, model: ModelRecord, input: Omit<ModelInput, 'provider'> & { provider: ProviderInput }, stored: Secrets): Promise<ModelRecord> {
+    const p = input.provider;
+    const type = p.type;
+    const baseUrl = p.baseUrl === undefined ? (type === model.provider.type ? model.provider.baseUrl : null) : p.baseUrl;
+    checkBaseUrl(type, baseUrl);
+    checkHeaders(p.headers ?? undefined);
+    const upstreamModel = input.upstreamModel ?? model.upstreamModel;
+    if (type === 'local' && !BUILT_IN_KEYS.has(upstreamModel)) {
+      throw ERRORS.validation(`upstreamModel of a local model must be ${LOCAL_CHAT_MODEL} or ${LOCAL_EMBED_MODEL}`);
+    }
+    const capabilities = [...new Set(input.capabilities)];
+    if (capabilities.length === 0) throw ERRORS.validation('capabilities must name at least one of chat, embeddings, moderation, tts, stt');
+    const fallbacks = input.fallbacks ?? model.fallbacks;
+    if (new Set(fallbacks).size !== fallbacks.length) throw ERRORS.validation('fallbacks must not repeat a model');
+    for (const fallback of fallbacks) {
+      if (fallback === model.key) throw ERRORS.validation('A model cannot be its own fallback');
+      if (!(await this.projectModels(scope)).has(fallback)) throw ERRORS.validation(`Fallback model "${fallback}" does not exist in this project`);
+    }
+    const secrets: Secrets = {
+      apiKey: p.apiKey === undefined ? stored.apiKey : (p.apiKey ?? undefined),
+      headers: p.headers === undefined ? stored.headers : (p.headers ?? undefined),
+    };
+    const hasSecrets = secrets.apiKey !== undefined || Object.keys(secrets.headers ?? {}).length > 0;
+    const provider: ProviderSettings = {
+      type,
+      baseUrl,
+      apiVersion: p.apiVersion === undefined ? model.provider.apiVersion : p.apiVersion,
+      deployment: p.deployment === undefined ? model.provider.deployment : p.deployment,
+      mock: p.mock === undefined ? model.provider.mock : p.mock,
+      headerNames: Object.keys(secrets.headers ?? {}),
+      hasApiKey: secrets.apiKey !== undefined,
+    };
+    return {
+      ...model,
+      name: input.name ?? model.name,
+      provider,
+      secrets: hasSecrets ? this.secrets.encrypt(JSON.stringify(secrets)) : null,
+      upstreamModel,
+      capabilities,
+      pricing: input.pricing === undefined ? model.pricing : input.pricing,
+      guardrails: { input: input.guardrails?.input ?? model.guardrails.input, output: input.guardrails?.output ?? model.guardrails.output },
+      fallbacks,
+    };
+  }
+
+  private targetOf(record: ModelRecord): ModelTarget {
+    const secrets = record.secrets ? (JSON.parse(this.secrets.decrypt(record.secrets)) as Secrets) : {};
+    return {
+      key: record.key,
+      type: record.provider.type,
+      baseUrl: record.provider.baseUrl,
+      apiKey: secrets.apiKey ?? null,
+      apiVersion: record.provider.apiVersion,
+      deployment: record.provider.deployment,
+      headers: secrets.headers ?? {},
+      upstreamModel: record.upstreamModel,
+      mock: record.provider.mock,
+    };
+  }
+
+  /** The project's models, decrypted once per load rather than on every call. */
+  private async projectModels(scope: ProjectScope): Promise<Map<string, ResolvedModel>> {
+    const cacheKey = `${scope.tenantId}:${scope.projectId}`;
+    const hit = this.cache.get(cacheKey);
+    const now = Date.now();
+    if (hit && hit.until > now) return hit.models;
+    const models = new Map<string, ResolvedModel>();
+    for (const record of [...this.builtIns(scope), ...(await this.store.list(scope))]) models.set(record.key, { record, target: this.targetOf(record) });
+    if (!this.cache.has(cacheKey) && this.cache.size >= CACHE_MAX_PROJECTS) this.cache.delete(this.cache.keys().next().value!);
+    this.cache.set(cacheKey, { models, until: now + CACHE_TTL_MS });
+    return models;
+  }
+
+  private async changed(scope: ProjectScope): Promise<void> {
+    const cacheKey = `${scope.tenantId}:${scope.projectId}`;
+    this.cache.delete(cacheKey);
+    // Best effort: without the notice other instances still reload when their cached copy expires.
+    await this.bus.publish(CHANGED_TOPIC, cacheKey).catch(() => undefined);
+  }
+}
+
+/** The dashboard view: never the API key or header values. */
+export function modelView(model: ModelRecord) {
+  const { type, baseUrl, apiVersion, deployment, mock, headerNames, hasApiKey } = model.provider;
+  return {
+    key: model.key,
+    name: model.name,
+    provider: { type, baseUrl, apiVersion, deployment, mock, headerNames, hasApiKey },
+    upstreamModel: model.upstreamModel,
+    capabilities: model.capabilities,
+    pricing: model.pricing,
+    guardrails: model.guardrails,
+    fallbacks: model.fallbacks,
+    builtIn: model.builtIn,
+    createdAt: new Date(model.createdAt).toISOString(),
+    updatedAt: new Date(model.updatedAt).toISOString(),
+  };
+}

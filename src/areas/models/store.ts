@@ -1,0 +1,134 @@
+import type { Selectable } from 'kysely';
+import { fromJson, toJson } from '../../db/json.js';
+import type { Db, Dialect, ModelsTable } from '../../db/types.js';
+import type { ProjectScope } from '../../http/principal.js';
+import type { Capability, MockOptions, ProviderType } from '../../providers/types.js';
+
+export interface Pricing {
+  inputPer1M: number;
+  outputPer1M: number;
+  currency: string;
+}
+
+export interface ModelGuardrails {
+  input: string[];
+  output: string[];
+}
+
+/** Provider settings that may be shown; the API key and header values live sealed in `secrets`. */
+export interface ProviderSettings {
+  type: ProviderType;
+  baseUrl: string | null;
+  apiVersion: string | null;
+  deployment: string | null;
+  mock: MockOptions | null;
+  headerNames: string[];
+  hasApiKey: boolean;
+}
+
+export interface ModelRecord {
+  id: string;
+  tenantId: string;
+  projectId: string;
+  key: string;
+  name: string;
+  provider: ProviderSettings;
+  /** Sealed `{ apiKey?, headers? }` (AES-256-GCM), or null when there is nothing secret. */
+  secrets: string | null;
+  upstreamModel: string;
+  capabilities: Capability[];
+  pricing: Pricing | null;
+  guardrails: ModelGuardrails;
+  fallbacks: string[];
+  builtIn: boolean;
+  createdAt: number;
+  updatedAt: number;
+}
+
+function toRecord(row: Selectable<ModelsTable>): ModelRecord {
+  return {
+    id: row.id,
+    tenantId: row.tenant_id,
+    projectId: row.project_id,
+    key: row.key,
+    name: row.name,
+    provider: fromJson<ProviderSettings>(row.provider)!,
+    secrets: row.provider_secrets,
+    upstreamModel: row.upstream_model,
+    capabilities: fromJson<Capability[]>(row.capabilities) ?? [],
+    pricing: fromJson<Pricing>(row.pricing),
+    guardrails: fromJson<ModelGuardrails>(row.guardrails) ?? { input: [], output: [] },
+    fallbacks: fromJson<string[]>(row.fallbacks) ?? [],
+    builtIn: false,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+export class ModelStore {
+  constructor(private readonly db: Db, private readonly dialect: Dialect) {}
+
+  private columns(model: ModelRecord) {
+    return {
+      name: model.name,
+      provider_type: model.provider.type,
+      provider: toJson(this.dialect, model.provider) as string,
+      provider_secrets: model.secrets,
+      upstream_model: model.upstreamModel,
+      capabilities: toJson(this.dialect, model.capabilities) as string,
+      pricing: toJson(this.dialect, model.pricing),
+      guardrails: toJson(this.dialect, model.guardrails) as string,
+      fallbacks: toJson(this.dialect, model.fallbacks) as string,
+      updated_at: model.updatedAt,
+    };
+  }
+
+  async insert(model: ModelRecord): Promise<void> {
+    await this.db
+      .insertInto('models')
+      .values({ id: model.id, tenant_id: model.tenantId, project_id: model.projectId, key: model.key, created_at: model.createdAt, ...this.columns(model) })
+      .execute();
+  }
+
+  async update(model: ModelRecord): Promise<void> {
+    await this.db
+      .updateTable('models')
+      .set(this.columns(model))
+      .where('tenant_id', '=', model.tenantId)
+      .where('project_id', '=', model.projectId)
+      .where('key', '=', model.key)
+      .execute();
+  }
+
+  async list(scope: ProjectScope): Promise<ModelRecord[]> {
+    const rows = await this.db
+      .selectFrom('models')
+      .selectAll()
+      .where('tenant_id', '=', scope.tenantId)
+      .where('project_id', '=', scope.projectId)
+      .orderBy('key')
+      .execute();
+    return rows.map(toRecord);
+  }
+
+  async find(scope: ProjectScope, key: string): Promise<ModelRecord | null> {
+    const row = await this.db
+      .selectFrom('models')
+      .selectAll()
+      .where('tenant_id', '=', scope.tenantId)
+      .where('project_id', '=', scope.projectId)
+      .where('key', '=', key)
+      .executeTakeFirst();
+    return row ? toRecord(row) : null;
+  }
+
+  async delete(scope: ProjectScope, key: string): Promise<boolean> {
+    const result = await this.db
+      .deleteFrom('models')
+      .where('tenant_id', '=', scope.tenantId)
+      .where('project_id', '=', scope.projectId)
+      .where('key', '=', key)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+}

@@ -1,0 +1,101 @@
+import type { Logger } from 'pino';
+
+export interface BufferedWriterOptions<T> {
+  /** What is buffered, for log lines ("audit", "usage"). */
+  name: string;
+  /** Writes a batch; throws when it could not. */
+  write(batch: T[]): Promise<void>;
+  /** Resolves when the database answers: tells an outage apart from a refused row. */
+  ping(): Promise<unknown>;
+  /** What to log about an item that was dropped. */
+  describe(item: T): Record<string, unknown>;
+  log: Logger;
+}
+
+const FLUSH_INTERVAL_MS = 1_000;
+const FLUSH_AT = 500;
+/** When the database is unreachable the buffer keeps at most this many items, dropping the oldest. */
+const MAX_BUFFERED = 100_000;
+/** After a failed flush, only the timer retries until this pause has passed. */
+const RETRY_PAUSE_MS = 1_000;
+
+/**
+ * Writes off the request path: `push` only appends to memory; a timer (and a full buffer) flushes in batches,
+ * and `close` flushes what is left on shutdown. Used for audit and usage events.
+ */
+export class BufferedWriter<T> {
+  private buffer: T[] = [];
+  private flushing: Promise<void> | null = null;
+  private retryAt = 0;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly options: BufferedWriterOptions<T>) {
+    this.timer = setInterval(() => void this.flush(), FLUSH_INTERVAL_MS);
+    this.timer.unref();
+  }
+
+  push(item: T): void {
+    this.buffer.push(item);
+    if (this.buffer.length > MAX_BUFFERED) this.buffer.splice(0, this.buffer.length - MAX_BUFFERED);
+    if (this.buffer.length >= FLUSH_AT && Date.now() >= this.retryAt) void this.flush();
+  }
+
+  get pending(): number {
+    return this.buffer.length;
+  }
+
+  /** Writes everything buffered so far; concurrent callers share one write. */
+  async flush(): Promise<void> {
+    while (this.flushing) await this.flushing;
+    if (this.buffer.length === 0) return;
+    const batch = this.buffer;
+    this.buffer = [];
+    this.flushing = this.write(batch).finally(() => {
+      this.flushing = null;
+    });
+    await this.flushing;
+  }
+
+  /**
+   * A failed batch is either an unreachable database (keep everything for the next attempt) or an item the
+   * database refuses (write the rest one by one, drop and report only the refused ones), so nothing blocks the rest.
+   */
+  private async write(batch: T[]): Promise<void> {
+    const { name, log } = this.options;
+    try {
+      await this.options.write(batch);
+      return;
+    } catch (err) {
+      if (!(await this.databaseReachable())) {
+        this.buffer = batch.concat(this.buffer).slice(-MAX_BUFFERED);
+        this.retryAt = Date.now() + RETRY_PAUSE_MS;
+        log.error({ err, events: batch.length }, `${name} flush failed; database unreachable, will retry`);
+        return;
+      }
+    }
+    let dropped = 0;
+    for (const item of batch) {
+      try {
+        await this.options.write([item]);
+      } catch (err) {
+        dropped++;
+        log.error({ err, ...this.options.describe(item) }, `${name} event refused by the database; dropped`);
+      }
+    }
+    if (dropped > 0) log.error({ dropped, written: batch.length - dropped }, `${name} flush wrote the batch row by row`);
+  }
+
+  private async databaseReachable(): Promise<boolean> {
+    try {
+      await this.options.ping();
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await this.flush();
+  }
+}

@@ -1,0 +1,23 @@
+/** ISO 8601 date or date-time; Date.parse alone would also take free text such as "hello 2". */
+const ISO_8601 = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i;
+
+export const HOUR_MS = 3_600_000;
+export const DAY_MS = 86_400_000;
+
+/**
+ * Milliseconds for a real calendar moment (no 31 February, which Date.parse would roll over), else undefined.
+ * Times without an offset are UTC, never the server's zone. A bare date as the upper bound covers its whole day.
+ */
+export function parseTime(value: string | undefined, bound: 'from' | 'to'): number | undefined {
+  const text = value?.trim() ?? '';
+  const match = ISO_8601.exec(text);
+  if (!match) return undefined;
+  const [year, month, day, hour = 0, minute = 0, second = 0] = match.slice(1).map((part) => (part === undefined ? undefined : Number(part))) as number[];
+  const daysInMonth = new Date(Date.UTC(year!, month!, 0)).getUTCDate();
+  if (month! < 1 || month! > 12 || day! < 1 || day! > daysInMonth || hour > 23 || minute > 59 || second > 59) return undefined;
+  const dateOnly = match[4] === undefined;
+  const hasOffset = /(?:Z|[+-]\d{2}:?\d{2})$/i.test(text);
+  const ms = Date.parse(dateOnly || hasOffset ? text : `${text}Z`);
+  if (Number.isNaN(ms)) return undefined;
+  return dateOnly && bound === 'to' ? ms + DAY_MS - 1 : ms;
+}

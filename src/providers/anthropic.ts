@@ -1,0 +1,230 @@
+import { randomUUID } from 'node:crypto';
+import { ERRORS } from '../http/errors.js';
+import { UpstreamError } from './errors.js';
+import { parseObject, type UpstreamClient } from './http.js';
+import { joinUrl } from './openai-compatible.js';
+import { parseSse } from './sse.js';
+import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
+
+const ANTHROPIC_VERSION = '2023-06-01';
+/** Anthropic requires max_tokens; this is used when the chat request sets none. */
+export const ANTHROPIC_DEFAULT_MAX_TOKENS = 4096;
+
+const STOP_REASONS: Record<string, string> = { end_turn: 'stop', stop_sequence: 'stop', max_tokens: 'length', tool_use: 'tool_calls', refusal: 'content_filter' };
+
+type Block = Record<string, unknown>;
+
+function imageBlock(url: string): Block {
+  const data = /^data:([^;]+);base64,(.*)$/s.exec(url);
+  return data ? { type: 'image', source: { type: 'base64', media_type: data[1], data: data[2] } } : { type: 'image', source: { type: 'url', url } };
+}
+
+function contentBlocks(content: unknown): Block[] {
+  if (typeof content === 'string') return content === '' ? [] : [{ type: 'text', text: content }];
+  if (!Array.isArray(content)) return [];
+  return content.flatMap((part: Record<string, unknown>) => {
+    if (part?.type === 'text') return [{ type: 'text', text: String(part.text ?? '') }];
+    if (part?.type === 'image_url') return [imageBlock(String((part.image_url as { url?: unknown } | undefined)?.url ?? ''))];
+    return [];
+  });
+}
+
+function parseArguments(text: unknown): unknown {
+  try {
+    return typeof text === 'string' && text !== '' ? JSON.parse(text) : {};
+  } catch {
+    return {};
+  }
+}
+
+/** Chat messages to Anthropic's `system` + alternating messages; tool results ride in user turns. */
+function translateMessages(messages: JsonObject[]): { system: string | undefined; messages: JsonObject[] } {
+  const system: string[] = [];
+  const out: JsonObject[] = [];
+  const push = (role: 'user' | 'assistant', blocks: Block[]) => {
+    const last = out[out.length - 1];
+    if (last && last.role === role) (last.content as Block[]).push(...blocks);
+    else out.push({ role, content: blocks });
+  };
+  for (const message of messages) {
+    const role = message.role;
+    if (role === 'system' || role === 'developer') {
+      const text = contentBlocks(message.content).map((b) => b.text).join('\n');
+      if (text) system.push(text);
+    } else if (role === 'tool') {
+      push('user', [{ type: 'tool_result', tool_use_id: String(message.tool_call_id ?? ''), content: contentBlocks(message.content) }]);
+    } else if (role === 'assistant') {
+      const calls = Array.isArray(message.tool_calls) ? (message.tool_calls as JsonObject[]) : [];
+      const toolUses = calls.map((call) => {
+        const fn = (call.function ?? {}) as JsonObject;
+        return { type: 'tool_use', id: String(call.id ?? ''), name: String(fn.name ?? ''), input: parseArguments(fn.arguments) };
+      });
+      push('assistant', [...contentBlocks(message.content), ...toolUses]);
+    } else {
+      push('user', contentBlocks(message.content));
+    }
+  }
+  return { system: system.length > 0 ? system.join('\n\n') : undefined, messages: out };
+}
+
+function translateToolChoice(choice: unknown): JsonObject | undefined {
+  if (choice === 'auto') return { type: 'auto' };
+  if (choice === 'required') return { type: 'any' };
+  if (choice === 'none') return { type: 'none' };
+  const name = (choice as { function?: { name?: unknown } } | null)?.function?.name;
+  return typeof name === 'string' ? { type: 'tool', name } : undefined;
+}
+
+/** A chat completions request as an Anthropic Messages request. */
+export function toAnthropicRequest(body: JsonObject, model: string, stream: boolean): JsonObject {
+  const { system, messages } = translateMessages(Array.isArray(body.messages) ? (body.messages as JsonObject[]) : []);
+  const stop = typeof body.stop === 'string' ? [body.stop] : body.stop;
+  const tools = Array.isArray(body.tools)
+    ? (body.tools as JsonObject[]).map((tool) => {
+        const fn = (tool.function ?? {}) as JsonObject;
+        return { name: fn.name, description: fn.description, input_schema: fn.parameters ?? { type: 'object', properties: {} } };
+      })
+    : undefined;
+  const request: JsonObject = {
+    model,
+    messages,
+    system,
+    max_tokens: body.max_completion_tokens ?? body.max_tokens ?? ANTHROPIC_DEFAULT_MAX_TOKENS,
+    temperature: body.temperature,
+    top_p: body.top_p,
+    stop_sequences: stop,
+    tools,
+    tool_choice: translateToolChoice(body.tool_choice),
+    stream: stream || undefined,
+  };
+  if (typeof body.user === 'string') request.metadata = { user_id: body.user };
+  return request;
+}
+
+/** An Anthropic message as a chat.completion. */
+export function fromAnthropicMessage(message: JsonObject): JsonObject {
+  const blocks = Array.isArray(message.content) ? (message.content as Block[]) : [];
+  const text = blocks.filter((b) => b.type === 'text').map((b) => String(b.text ?? '')).join('');
+  const toolCalls = blocks
+    .filter((b) => b.type === 'tool_use')
+    .map((b) => ({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }));
+  const usage = (message.usage ?? {}) as { input_tokens?: number; output_tokens?: number };
+  const input = usage.input_tokens ?? 0;
+  const output = usage.output_tokens ?? 0;
+  return {
+    id: String(message.id ?? `chatcmpl-${randomUUID()}`),
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model: message.model,
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
+        finish_reason: STOP_REASONS[String(message.stop_reason)] ?? 'stop',
+        logprobs: null,
+      },
+    ],
+    usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
+  };
+}
+
+/** Anthropic's stream events as chat.completion.chunk objects (the usage chunk last, with empty choices). */
+async function* anthropicChunks(body: AsyncIterable<Buffer>): AsyncGenerator<ChatChunk> {
+  let id = `chatcmpl-${randomUUID()}`;
+  let model: unknown = null;
+  const created = Math.floor(Date.now() / 1000);
+  let input = 0;
+  let output = 0;
+  const toolIndexByBlock = new Map<number, number>();
+  const chunk = (delta: JsonObject, finish: string | null = null): ChatChunk => ({
+    data: { id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }] },
+  });
+  for await (const event of parseSse(body)) {
+    let data: JsonObject;
+    try {
+      data = JSON.parse(event.data) as JsonObject;
+    } catch {
+      throw new UpstreamError('malformed', 'Upstream stream sent malformed JSON');
+    }
+    switch (data.type) {
+      case 'message_start': {
+        const message = (data.message ?? {}) as JsonObject;
+        id = String(message.id ?? id);
+        model = message.model ?? model;
+        input = Number((message.usage as JsonObject | undefined)?.input_tokens ?? 0);
+        yield chunk({ role: 'assistant', content: '' });
+        break;
+      }
+      case 'content_block_start': {
+        const block = (data.content_block ?? {}) as JsonObject;
+        if (block.type === 'tool_use') {
+          const index = toolIndexByBlock.size;
+          toolIndexByBlock.set(Number(data.index), index);
+          yield chunk({ tool_calls: [{ index, id: block.id, type: 'function', function: { name: block.name, arguments: '' } }] });
+        }
+        break;
+      }
+      case 'content_block_delta': {
+        const delta = (data.delta ?? {}) as JsonObject;
+        if (delta.type === 'text_delta') yield chunk({ content: String(delta.text ?? '') });
+        else if (delta.type === 'input_json_delta') {
+          const index = toolIndexByBlock.get(Number(data.index)) ?? 0;
+          yield chunk({ tool_calls: [{ index, function: { arguments: String(delta.partial_json ?? '') } }] });
+        }
+        break;
+      }
+      case 'message_delta': {
+        output = Number((data.usage as JsonObject | undefined)?.output_tokens ?? output);
+        const reason = (data.delta as JsonObject | undefined)?.stop_reason;
+        if (reason) yield chunk({}, STOP_REASONS[String(reason)] ?? 'stop');
+        break;
+      }
+      case 'message_stop':
+        yield { data: { id, object: 'chat.completion.chunk', created, model, choices: [], usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output } } };
+        return;
+      case 'error':
+        throw new UpstreamError('http', 'Upstream stream reported an error', 502, anthropicError(data, 502));
+      default:
+        break;
+    }
+  }
+}
+
+function anthropicError(parsed: unknown, status: number): { error: Record<string, unknown> } {
+  const error = (parsed as { error?: { type?: unknown; message?: unknown } } | null)?.error;
+  return { error: { message: String(error?.message ?? `Upstream answered ${status}`), type: String(error?.type ?? 'upstream_error') } };
+}
+
+/** Anthropic's Messages API behind chat completions (streaming included); no embeddings or moderation. */
+export function anthropic(client: UpstreamClient): Provider {
+  const request = (target: ModelTarget, body: JsonObject, stream: boolean, options: CallOptions) => ({
+    url: joinUrl(target.baseUrl ?? 'https://api.anthropic.com/v1', 'messages'),
+    headers: {
+      ...target.headers,
+      'anthropic-version': ANTHROPIC_VERSION,
+      ...(target.apiKey ? { 'x-api-key': target.apiKey } : {}),
+      'x-request-id': options.requestId,
+      ...(stream ? { accept: 'text/event-stream' } : {}),
+    },
+    body: JSON.stringify(toAnthropicRequest(body, target.upstreamModel, stream)),
+    signal: options.signal,
+  });
+  return {
+    async chat(target, body, options): Promise<JsonResult> {
+      const response = await client.postJson(request(target, body, false, options));
+      const completion = fromAnthropicMessage(parseObject(response.text));
+      const usage = completion.usage as { prompt_tokens: number; completion_tokens: number };
+      return { body: completion, usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens, estimated: false }, upstreamMs: response.ms };
+    },
+    async chatStream(target, body, options): Promise<ChatStream> {
+      const response = await client.postStream(request(target, body, true, options));
+      return { chunks: anthropicChunks(response.body), upstreamMs: response.ms };
+    },
+    async embeddings() {
+      throw ERRORS.validation('Anthropic models do not offer embeddings');
+    },
+    async moderations() {
+      throw ERRORS.validation('Anthropic models do not offer moderation');
+    },
+  };
+}

@@ -1,0 +1,131 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Agent } from 'undici';
+import { openAiErrorBody, UpstreamError } from './errors.js';
+
+export interface UpstreamSettings {
+  /** Milliseconds to open a TCP/TLS connection. */
+  connectTimeoutMs: number;
+  /** Milliseconds of silence allowed while waiting for headers or between body chunks. */
+  readTimeoutMs: number;
+  /** Extra attempts after a retryable failure before the first byte. */
+  retries: number;
+}
+
+export interface UpstreamRequest {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+  signal: AbortSignal;
+}
+
+export interface UpstreamResponse {
+  status: number;
+  /** Milliseconds until the response headers arrived (the last attempt). */
+  ms: number;
+}
+
+const BACKOFF_BASE_MS = 200;
+const BACKOFF_CAP_MS = 2_000;
+/** A Retry-After longer than this is not waited for: the caller gets the 429 (or the next fallback runs). */
+const MAX_RETRY_AFTER_MS = 10_000;
+
+function connectionError(err: unknown, signal: AbortSignal): UpstreamError {
+  if (signal.aborted) return new UpstreamError('aborted', 'The client went away');
+  const code = (err as { code?: string }).code ?? '';
+  const message = err instanceof Error ? err.message : String(err);
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') {
+    return new UpstreamError('timeout', `Upstream timed out (${code})`);
+  }
+  return new UpstreamError('connection', `Upstream connection failed: ${code || message}`);
+}
+
+function retryAfterMs(header: string | string[] | undefined): number | undefined {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (value === undefined) return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+/** Keep-alive connection pools to every upstream origin, with timeouts and retries before the first byte. */
+export class UpstreamClient {
+  private readonly agent: Agent;
+
+  constructor(private readonly settings: UpstreamSettings) {
+    this.agent = new Agent({
+      keepAliveTimeout: 30_000,
+      connections: 512,
+      connect: { timeout: settings.connectTimeoutMs },
+      headersTimeout: settings.readTimeoutMs,
+      bodyTimeout: settings.readTimeoutMs,
+    });
+  }
+
+  /** POSTs JSON and reads the whole answer; non-2xx answers become UpstreamError (after retries). */
+  async postJson(request: UpstreamRequest): Promise<UpstreamResponse & { text: string }> {
+    return this.withRetries(request, async (response) => ({ text: await response.body.text() }));
+  }
+
+  /** POSTs JSON and hands back the body stream once a 2xx status arrived. */
+  async postStream(request: UpstreamRequest): Promise<UpstreamResponse & { body: AsyncIterable<Buffer> }> {
+    return this.withRetries(request, async (response) => ({ body: response.body as AsyncIterable<Buffer> }));
+  }
+
+  private async withRetries<T>(request: UpstreamRequest, onSuccess: (response: Awaited<ReturnType<Agent['request']>>) => Promise<T>): Promise<UpstreamResponse & T> {
+    const url = new URL(request.url);
+    for (let attempt = 0; ; attempt++) {
+      const started = performance.now();
+      let failure: UpstreamError;
+      try {
+        const response = await this.agent.request({
+          origin: url.origin,
+          path: url.pathname + url.search,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...request.headers },
+          body: request.body,
+          signal: request.signal,
+        });
+        const ms = performance.now() - started;
+        if (response.statusCode >= 200 && response.statusCode < 300) return { status: response.statusCode, ms, ...(await onSuccess(response)) };
+        const text = await response.body.text();
+        failure = new UpstreamError('http', `Upstream answered ${response.statusCode}`, response.statusCode, openAiErrorBody(response.statusCode, safeParse(text), text), retryAfterMs(response.headers['retry-after']));
+      } catch (err) {
+        if (err instanceof UpstreamError) throw err;
+        failure = connectionError(err, request.signal);
+      }
+      if (!failure.retryable || attempt >= this.settings.retries) throw failure;
+      const wait = failure.retryAfterMs ?? backoff(attempt);
+      if (wait > MAX_RETRY_AFTER_MS) throw failure;
+      try {
+        await sleep(wait, undefined, { signal: request.signal });
+      } catch {
+        throw new UpstreamError('aborted', 'The client went away');
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+}
+
+function backoff(attempt: number): number {
+  const base = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt);
+  return base * (0.75 + Math.random() * 0.5);
+}
+
+export function safeParse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+/** Parses a JSON object answer, or fails as a malformed upstream reply. */
+export function parseObject(text: string): Record<string, unknown> {
+  const parsed = safeParse(text);
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UpstreamError('malformed', 'Upstream answered with malformed JSON');
+  return parsed as Record<string, unknown>;
+}

@@ -1,0 +1,55 @@
+/**
+ * Token estimates for when an upstream reports no usage (and for budget reservations before a call).
+ * No tokenizer ships with Waygate (they are model-specific and large); this rule stays close to BPE tokenizers
+ * on English and errs high elsewhere: a run of ASCII letters or digits is one token per 4 characters (rounded up),
+ * any other letter is a token of its own, and so is each punctuation mark.
+ */
+const PIECES = /[A-Za-z0-9]+|[^\sA-Za-z0-9]/g;
+
+export function estimateTokens(text: string): number {
+  let tokens = 0;
+  for (const match of text.matchAll(PIECES)) tokens += match[0].length > 1 ? Math.ceil(match[0].length / 4) : 1;
+  return tokens;
+}
+
+/** Per-message framing OpenAI's chat format adds (role markers), and the reply's priming. */
+const PER_MESSAGE = 4;
+const PER_REPLY = 3;
+
+/** Text of a chat message's content: a string, or the text parts of a content array. */
+export function contentText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  let text = '';
+  for (const part of content) {
+    const value = (part as { text?: unknown } | null)?.text;
+    if (typeof value === 'string') text += (text ? '\n' : '') + value;
+  }
+  return text;
+}
+
+/** Estimated prompt tokens of a chat request's messages (and tool definitions, which count as prompt). */
+export function estimateChatInput(body: Record<string, unknown>): number {
+  let tokens = PER_REPLY;
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  for (const message of messages) {
+    const m = message as Record<string, unknown> | null;
+    tokens += PER_MESSAGE + estimateTokens(contentText(m?.content));
+    if (m?.tool_calls) tokens += estimateTokens(JSON.stringify(m.tool_calls));
+  }
+  if (body.tools) tokens += estimateTokens(JSON.stringify(body.tools));
+  return tokens;
+}
+
+/** Estimated tokens of an embeddings input: a string, an array of strings, or token arrays. */
+export function estimateEmbeddingInput(input: unknown): number {
+  if (typeof input === 'string') return estimateTokens(input);
+  if (!Array.isArray(input)) return 0;
+  let tokens = 0;
+  for (const item of input) {
+    if (typeof item === 'string') tokens += estimateTokens(item);
+    else if (typeof item === 'number') tokens += 1;
+    else if (Array.isArray(item)) tokens += item.length;
+  }
+  return tokens;
+}
