@@ -21,6 +21,8 @@ export interface ServerOptions {
   env?: Record<string, string>;
   /** Extra node flags placed before the entry, e.g. `--cpu-prof`. */
   nodeArgs?: string[];
+  /** A JavaScript main file to run with plain node instead of `entry` (e.g. from transpileSources()). */
+  mainFile?: string;
 }
 
 export interface BenchServer {
@@ -94,6 +96,36 @@ export function cpuSecondsOf(pid: number): number {
   }
 }
 
+function sourceFiles(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) return sourceFiles(full);
+    return entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts') ? [full] : [];
+  });
+}
+
+/**
+ * src/ transpiled file by file with esbuild (no type check, no bundling) into .test-build/bench-<pid>/ (git-ignored,
+ * inside the repository so that node_modules resolves): what `node dist/main.js` runs, without tsx's loader thread in
+ * the measured process and without depending on a stale dist/. Call remove() when done.
+ */
+export async function transpileSources(): Promise<{ main: string; remove(): void }> {
+  const { build } = await import('esbuild');
+  const outdir = path.join(REPO_ROOT, '.test-build', `bench-${process.pid}`);
+  await build({
+    entryPoints: sourceFiles(path.join(REPO_ROOT, 'src')),
+    outdir,
+    outbase: path.join(REPO_ROOT, 'src'),
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    bundle: false,
+    sourcemap: false,
+    logLevel: 'error',
+  });
+  return { main: path.join(outdir, 'main.js'), remove: () => fs.rmSync(outdir, { recursive: true, force: true }) };
+}
+
 /** A field of /proc/<pid>/status in MB (VmRSS: resident now, VmHWM: peak resident); NaN without /proc. */
 export function memoryMbOf(pid: number, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): number {
   try {
@@ -126,10 +158,12 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
     LOG_LEVEL: options.logLevel,
     ...options.env,
   };
-  const nodeArgs = [
-    ...(options.nodeArgs ?? []),
-    ...(options.entry === 'dist' ? [path.join(REPO_ROOT, 'dist', 'main.js')] : ['--import', 'tsx', path.join(REPO_ROOT, 'src', 'main.ts')]),
-  ];
+  const entryArgs = options.mainFile
+    ? [options.mainFile]
+    : options.entry === 'dist'
+      ? [path.join(REPO_ROOT, 'dist', 'main.js')]
+      : ['--import', 'tsx', path.join(REPO_ROOT, 'src', 'main.ts')];
+  const nodeArgs = [...(options.nodeArgs ?? []), ...entryArgs];
   const [command, args] = options.cpus ? ['taskset', ['-c', options.cpus, process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const log = fs.openSync(logFile, 'a');
   // taskset execs node, so the child's PID is the server's PID.

@@ -5,6 +5,7 @@ import { SignJWT, UnsecuredJWT } from 'jose';
 import { expect, it } from 'vitest';
 import { randomBase32 } from '../../src/platform/ids.js';
 import { call, createToken, type TestApp } from './app.js';
+import { registerModel } from './models.js';
 
 /**
  * The common security cases, run on every route that needs a credential.
@@ -44,11 +45,8 @@ export const CLIENT_ROUTES: RouteSpec[] = [
 ];
 
 /** Registers a mock model with the given capabilities in project default and returns its key. */
-export async function mockModel(t: TestApp, capabilities: string[]): Promise<string> {
-  const key = `mock-${unique().toLowerCase()}`;
-  const res = await call(t.app, t.adminSession, { method: 'POST', url: '/api/models', payload: { key, provider: { type: 'mock' }, capabilities } });
-  if (res.statusCode !== 201) throw new Error(`model create failed: ${res.body}`);
-  return key;
+function mockModel(t: TestApp, capabilities: string[]): Promise<string> {
+  return registerModel(t, { provider: { type: 'mock' }, capabilities });
 }
 
 /** Every dashboard route (session JWT as Bearer or the `waygate_session` cookie). */
