@@ -1,6 +1,7 @@
 import cookie from '@fastify/cookie';
 import swagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { analyticsRoutes } from './areas/analytics/routes.js';
 import { auditRoutes } from './areas/audit/routes.js';
 import { authRoutes } from './areas/auth/routes.js';
 import { healthRoutes } from './areas/health/routes.js';
@@ -90,6 +91,7 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
   await app.register(auditRoutes, options);
   await app.register(modelRoutes, options);
   await app.register(inferenceRoutes, options);
+  await app.register(analyticsRoutes, options);
   await app.ready();
   return app;
 }

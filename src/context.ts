@@ -1,4 +1,6 @@
 import pino, { type Logger } from 'pino';
+import { AnalyticsService } from './areas/analytics/service.js';
+import { AnalyticsStore } from './areas/analytics/store.js';
 import { AuditService } from './areas/audit/service.js';
 import { AuditStore } from './areas/audit/store.js';
 import { AuthService } from './areas/auth/service.js';
@@ -41,6 +43,7 @@ export interface Context {
   health: HealthRegistry;
   bootstrap: BootstrapResult;
   services: {
+    analytics: AnalyticsService;
     audit: AuditService;
     auth: AuthService;
     inference: InferenceService;
@@ -98,6 +101,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
     await models.start();
     const upstream = new UpstreamClient(config.upstream);
     const inference = new InferenceService(models, createProviders(upstream), limits, projects, usage, log);
+    const analytics = new AnalyticsService(new AnalyticsStore(db, database.dialect), usage, tokens, users);
     const bootstrap = await tenants.bootstrap(options.skipBootstrapToken ? { ...config, bootstrapToken: undefined } : config);
 
     const health = new HealthRegistry();
@@ -117,7 +121,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
       licence,
       health,
       bootstrap,
-      services: { audit, auth, inference, limits, models, projects, tenants, tokens, usage, users },
+      services: { analytics, audit, auth, inference, limits, models, projects, tenants, tokens, usage, users },
       async close() {
         await usage.close();
         await audit.close();

@@ -26,6 +26,8 @@ const unique = () => randomBase32(8);
 export const CLIENT_ROUTES: RouteSpec[] = [
   { operation: 'GET /api/client/v1/token', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/token' }) },
   { operation: 'GET /api/client/v1/audit/logs', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/audit/logs?limit=5' }) },
+  { operation: 'GET /api/client/v1/analytics/overview', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/analytics/overview' }) },
+  { operation: 'GET /api/client/v1/analytics/usage', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/analytics/usage?group_by=service' }) },
   { operation: 'GET /api/client/v1/models', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/models' }) },
   {
     operation: 'POST /api/client/v1/chat/completions',

@@ -1,0 +1,176 @@
+import { sql } from 'kysely';
+import type { Db, Dialect } from '../../db/types.js';
+import type { ProjectScope } from '../../http/principal.js';
+
+/** Attributions analytics can group by (columns of both usage_events and usage_hourly). */
+export type Dimension = 'model' | 'service' | 'token_id' | 'user_id';
+
+export interface AggregateQuery {
+  scope: ProjectScope;
+  dimensions: Dimension[];
+  /** Also group by hour or UTC day (start, in ms). */
+  bucket?: 'hour' | 'day';
+  /** Only this model key. */
+  model?: string;
+}
+
+export interface AggregateRow {
+  bucket: number | null;
+  model: string | null;
+  service: string | null;
+  token_id: string | null;
+  user_id: string | null;
+  requests: number;
+  errors: number;
+  input_tokens: number;
+  output_tokens: number;
+  cost: number;
+  latency_ms: number;
+  upstream_latency_ms: number;
+}
+
+export interface SessionRow {
+  session_id: string;
+  requests: number;
+  errors: number;
+  input_tokens: number;
+  output_tokens: number;
+  cost: number;
+  first_at: number;
+  last_at: number;
+  models: string;
+}
+
+const HOUR_MS = 3_600_000;
+const DAY_MS = 86_400_000;
+
+function toRow(row: Record<string, unknown>): AggregateRow {
+  const text = (value: unknown) => (value === undefined || value === null || value === '' ? null : String(value));
+  return {
+    bucket: row.bucket === undefined || row.bucket === null ? null : Number(row.bucket),
+    model: text(row.model),
+    service: text(row.service),
+    token_id: text(row.token_id),
+    user_id: text(row.user_id),
+    requests: Number(row.requests ?? 0),
+    errors: Number(row.errors ?? 0),
+    input_tokens: Number(row.input_tokens ?? 0),
+    output_tokens: Number(row.output_tokens ?? 0),
+    cost: Number(row.cost ?? 0),
+    latency_ms: Number(row.latency_ms ?? 0),
+    upstream_latency_ms: Number(row.upstream_latency_ms ?? 0),
+  };
+}
+
+/**
+ * Read queries over metered usage. Whole hours come from the hourly rollups (one row per project, hour and
+ * attribution); the partial hours at the edges of a range come from the raw events, so any range is exact.
+ */
+export class AnalyticsStore {
+  constructor(private readonly db: Db, private readonly dialect: Dialect) {}
+
+  /** Sums of the rollups of the hours in [fromHour, toHourExclusive). */
+  async aggregateHours(query: AggregateQuery, fromHour: number, toHourExclusive: number): Promise<AggregateRow[]> {
+    const bucketSize = query.bucket === 'day' ? DAY_MS : HOUR_MS;
+    const bucket = sql<number>`(hour / ${sql.lit(bucketSize)}) * ${sql.lit(bucketSize)}`;
+    let q = this.db
+      .selectFrom('usage_hourly')
+      .where('tenant_id', '=', query.scope.tenantId)
+      .where('project_id', '=', query.scope.projectId)
+      .where('hour', '>=', fromHour)
+      .where('hour', '<', toHourExclusive)
+      .select((eb) => [
+        eb.fn.sum<number>('requests').as('requests'),
+        eb.fn.sum<number>('errors').as('errors'),
+        eb.fn.sum<number>('input_tokens').as('input_tokens'),
+        eb.fn.sum<number>('output_tokens').as('output_tokens'),
+        eb.fn.sum<number>('cost').as('cost'),
+        eb.fn.sum<number>('latency_ms').as('latency_ms'),
+        eb.fn.sum<number>('upstream_latency_ms').as('upstream_latency_ms'),
+      ]);
+    if (query.model !== undefined) q = q.where('model', '=', query.model);
+    for (const dimension of query.dimensions) q = q.select(dimension).groupBy(dimension);
+    if (query.bucket) q = q.select(bucket.as('bucket')).groupBy(bucket);
+    return (await q.execute()).map((row) => toRow(row as Record<string, unknown>));
+  }
+
+  /** The same sums straight from the events in [from, to] (inclusive), for the partial hours of a range. */
+  async aggregateEvents(query: AggregateQuery, from: number, to: number): Promise<AggregateRow[]> {
+    const bucketSize = query.bucket === 'day' ? DAY_MS : HOUR_MS;
+    const bucket = sql<number>`(created_at / ${sql.lit(bucketSize)}) * ${sql.lit(bucketSize)}`;
+    const failed = sql<number>`case when status >= 400 then 1 else 0 end`;
+    let q = this.db
+      .selectFrom('usage_events')
+      .where('tenant_id', '=', query.scope.tenantId)
+      .where('project_id', '=', query.scope.projectId)
+      .where('created_at', '>=', from)
+      .where('created_at', '<=', to)
+      .select((eb) => [
+        eb.fn.countAll<number>().as('requests'),
+        eb.fn.sum<number>(failed).as('errors'),
+        eb.fn.sum<number>('input_tokens').as('input_tokens'),
+        eb.fn.sum<number>('output_tokens').as('output_tokens'),
+        eb.fn.sum<number>('cost').as('cost'),
+        eb.fn.sum<number>('latency_ms').as('latency_ms'),
+        eb.fn.sum<number>('upstream_latency_ms').as('upstream_latency_ms'),
+      ]);
+    if (query.model !== undefined) q = q.where('model', '=', query.model);
+    for (const dimension of query.dimensions) q = q.select(dimension).groupBy(dimension);
+    if (query.bucket) q = q.select(bucket.as('bucket')).groupBy(bucket);
+    return (await q.execute()).map((row) => toRow(row as Record<string, unknown>));
+  }
+
+  /** The sessions with the most recent activity in the range, newest first (looked up by the newest events). */
+  async recentSessionIds(scope: ProjectScope, from: number, to: number, limit: number): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('usage_events')
+      .select('session_id')
+      .where('tenant_id', '=', scope.tenantId)
+      .where('project_id', '=', scope.projectId)
+      .where('created_at', '>=', from)
+      .where('created_at', '<=', to)
+      .where('session_id', 'is not', null)
+      .orderBy('created_at', 'desc')
+      // Enough recent events to find `limit` distinct sessions in all but pathological cases.
+      .limit(limit * 100)
+      .execute();
+    return [...new Set(rows.map((r) => r.session_id!))].slice(0, limit);
+  }
+
+  async sessions(scope: ProjectScope, ids: string[], from: number, to: number): Promise<SessionRow[]> {
+    if (ids.length === 0) return [];
+    const failed = sql<number>`case when status >= 400 then 1 else 0 end`;
+    const rows = await this.db
+      .selectFrom('usage_events')
+      .where('tenant_id', '=', scope.tenantId)
+      .where('project_id', '=', scope.projectId)
+      .where('session_id', 'in', ids)
+      .where('created_at', '>=', from)
+      .where('created_at', '<=', to)
+      .select((eb) => [
+        'session_id',
+        eb.fn.countAll<number>().as('requests'),
+        eb.fn.sum<number>(failed).as('errors'),
+        eb.fn.sum<number>('input_tokens').as('input_tokens'),
+        eb.fn.sum<number>('output_tokens').as('output_tokens'),
+        eb.fn.sum<number>('cost').as('cost'),
+        eb.fn.min<number>('created_at').as('first_at'),
+        eb.fn.max<number>('created_at').as('last_at'),
+        sql<string>`${sql.raw(this.dialect === 'postgres' ? "string_agg(distinct model, ',')" : 'group_concat(distinct model)')}`.as('models'),
+      ])
+      .groupBy('session_id')
+      .execute();
+    return rows.map((r) => ({
+      session_id: String(r.session_id),
+      requests: Number(r.requests),
+      errors: Number(r.errors),
+      input_tokens: Number(r.input_tokens),
+      output_tokens: Number(r.output_tokens),
+      cost: Number(r.cost),
+      first_at: Number(r.first_at),
+      last_at: Number(r.last_at),
+      models: String(r.models ?? ''),
+    }));
+  }
+}
+
