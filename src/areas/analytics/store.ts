@@ -1,4 +1,5 @@
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
+import { DAY_MS, HOUR_MS } from '../../platform/time.js';
 import type { Db, Dialect } from '../../db/types.js';
 import type { ProjectScope } from '../../http/principal.js';
 
@@ -41,8 +42,21 @@ export interface SessionRow {
   models: string;
 }
 
-const HOUR_MS = 3_600_000;
-const DAY_MS = 86_400_000;
+/** Where sums come from: the hourly rollups (whole hours) or the raw events (partial hours at a range's edges). */
+interface Source {
+  table: 'usage_hourly' | 'usage_events';
+  time: 'hour' | 'created_at';
+  requests: RawBuilder<number>;
+  errors: RawBuilder<number>;
+}
+
+const ROLLUPS: Source = { table: 'usage_hourly', time: 'hour', requests: sql<number>`sum(requests)`, errors: sql<number>`sum(errors)` };
+const EVENTS: Source = {
+  table: 'usage_events',
+  time: 'created_at',
+  requests: sql<number>`count(*)`,
+  errors: sql<number>`sum(case when status >= 400 then 1 else 0 end)`,
+};
 
 function toRow(row: Record<string, unknown>): AggregateRow {
   const text = (value: unknown) => (value === undefined || value === null || value === '' ? null : String(value));
@@ -70,49 +84,34 @@ export class AnalyticsStore {
   constructor(private readonly db: Db, private readonly dialect: Dialect) {}
 
   /** Sums of the rollups of the hours in [fromHour, toHourExclusive). */
-  async aggregateHours(query: AggregateQuery, fromHour: number, toHourExclusive: number): Promise<AggregateRow[]> {
-    const bucketSize = query.bucket === 'day' ? DAY_MS : HOUR_MS;
-    const bucket = sql<number>`(hour / ${sql.lit(bucketSize)}) * ${sql.lit(bucketSize)}`;
-    let q = this.db
-      .selectFrom('usage_hourly')
-      .where('tenant_id', '=', query.scope.tenantId)
-      .where('project_id', '=', query.scope.projectId)
-      .where('hour', '>=', fromHour)
-      .where('hour', '<', toHourExclusive)
-      .select((eb) => [
-        eb.fn.sum<number>('requests').as('requests'),
-        eb.fn.sum<number>('errors').as('errors'),
-        eb.fn.sum<number>('input_tokens').as('input_tokens'),
-        eb.fn.sum<number>('output_tokens').as('output_tokens'),
-        eb.fn.sum<number>('cost').as('cost'),
-        eb.fn.sum<number>('latency_ms').as('latency_ms'),
-        eb.fn.sum<number>('upstream_latency_ms').as('upstream_latency_ms'),
-      ]);
-    if (query.model !== undefined) q = q.where('model', '=', query.model);
-    for (const dimension of query.dimensions) q = q.select(dimension).groupBy(dimension);
-    if (query.bucket) q = q.select(bucket.as('bucket')).groupBy(bucket);
-    return (await q.execute()).map((row) => toRow(row as Record<string, unknown>));
+  aggregateHours(query: AggregateQuery, fromHour: number, toHourExclusive: number): Promise<AggregateRow[]> {
+    return this.aggregate(ROLLUPS, query, fromHour, toHourExclusive);
   }
 
   /** The same sums straight from the events in [from, to] (inclusive), for the partial hours of a range. */
-  async aggregateEvents(query: AggregateQuery, from: number, to: number): Promise<AggregateRow[]> {
-    const bucketSize = query.bucket === 'day' ? DAY_MS : HOUR_MS;
-    const bucket = sql<number>`(created_at / ${sql.lit(bucketSize)}) * ${sql.lit(bucketSize)}`;
-    const failed = sql<number>`case when status >= 400 then 1 else 0 end`;
+  aggregateEvents(query: AggregateQuery, from: number, to: number): Promise<AggregateRow[]> {
+    return this.aggregate(EVENTS, query, from, to + 1);
+  }
+
+  private async aggregate(source: Source, query: AggregateQuery, from: number, toExclusive: number): Promise<AggregateRow[]> {
+    const time = sql.ref(source.time);
+    const bucketSize = sql.lit(query.bucket === 'day' ? DAY_MS : HOUR_MS);
+    const bucket = sql<number>`(${time} / ${bucketSize}) * ${bucketSize}`;
+    // Both tables share the attribution and sum columns; the rollups name their time column `hour`.
     let q = this.db
-      .selectFrom('usage_events')
+      .selectFrom(source.table as 'usage_hourly')
       .where('tenant_id', '=', query.scope.tenantId)
       .where('project_id', '=', query.scope.projectId)
-      .where('created_at', '>=', from)
-      .where('created_at', '<=', to)
-      .select((eb) => [
-        eb.fn.countAll<number>().as('requests'),
-        eb.fn.sum<number>(failed).as('errors'),
-        eb.fn.sum<number>('input_tokens').as('input_tokens'),
-        eb.fn.sum<number>('output_tokens').as('output_tokens'),
-        eb.fn.sum<number>('cost').as('cost'),
-        eb.fn.sum<number>('latency_ms').as('latency_ms'),
-        eb.fn.sum<number>('upstream_latency_ms').as('upstream_latency_ms'),
+      .where(time, '>=', from)
+      .where(time, '<', toExclusive)
+      .select([
+        source.requests.as('requests'),
+        source.errors.as('errors'),
+        sql<number>`sum(input_tokens)`.as('input_tokens'),
+        sql<number>`sum(output_tokens)`.as('output_tokens'),
+        sql<number>`sum(cost)`.as('cost'),
+        sql<number>`sum(latency_ms)`.as('latency_ms'),
+        sql<number>`sum(upstream_latency_ms)`.as('upstream_latency_ms'),
       ]);
     if (query.model !== undefined) q = q.where('model', '=', query.model);
     for (const dimension of query.dimensions) q = q.select(dimension).groupBy(dimension);

@@ -124,11 +124,6 @@ export class ModelService {
     return [...(await this.projectModels(scope)).values()].map((model) => model.record);
   }
 
-  /** A model of the project by key; 404 when it does not exist there. */
-  async require(scope: ProjectScope, key: string): Promise<ModelRecord> {
-    return (await this.resolve(scope, key)).record;
-  }
-
   /** The model, decrypted for a call; 404 when it does not exist in the project. */
   async resolve(scope: ProjectScope, key: string): Promise<ResolvedModel> {
     const model = (await this.projectModels(scope)).get(key);

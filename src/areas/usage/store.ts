@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Transactor } from '../../db/index.js';
-import type { Db } from '../../db/types.js';
+import type { Db, UsageHourlyTable } from '../../db/types.js';
 import { HOUR_MS } from '../../platform/time.js';
 
 /** One model call, as metered (interface 4.3 reads these). */
@@ -34,22 +34,7 @@ export interface UsageScope {
   tokenId?: string;
 }
 
-interface Rollup {
-  tenant_id: string;
-  project_id: string;
-  hour: number;
-  model: string;
-  service: string;
-  token_id: string;
-  user_id: string;
-  requests: number;
-  errors: number;
-  input_tokens: number;
-  output_tokens: number;
-  cost: number;
-  latency_ms: number;
-  upstream_latency_ms: number;
-}
+type Rollup = UsageHourlyTable;
 
 /** Events of one batch summed per hour and attribution, sorted so concurrent flushes lock rows in one order. */
 function rollupsOf(events: UsageEvent[]): Rollup[] {
