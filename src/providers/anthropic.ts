@@ -14,6 +14,10 @@ const STOP_REASONS: Record<string, string> = { end_turn: 'stop', stop_sequence: 
 
 type Block = Record<string, unknown>;
 
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
 function imageBlock(url: string): Block {
   const data = /^data:([^;]+);base64,(.*)$/s.exec(url);
   return data ? { type: 'image', source: { type: 'base64', media_type: data[1], data: data[2] } } : { type: 'image', source: { type: 'url', url } };
@@ -54,7 +58,7 @@ function translateMessages(messages: JsonObject[]): { system: string | undefined
     } else if (role === 'tool') {
       push('user', [{ type: 'tool_result', tool_use_id: String(message.tool_call_id ?? ''), content: contentBlocks(message.content) }]);
     } else if (role === 'assistant') {
-      const calls = Array.isArray(message.tool_calls) ? (message.tool_calls as JsonObject[]) : [];
+      const calls = Array.isArray(message.tool_calls) ? (message.tool_calls as unknown[]).filter(isObject) : [];
       const toolUses = calls.map((call) => {
         const fn = (call.function ?? {}) as JsonObject;
         return { type: 'tool_use', id: String(call.id ?? ''), name: String(fn.name ?? ''), input: parseArguments(fn.arguments) };
@@ -80,7 +84,7 @@ export function toAnthropicRequest(body: JsonObject, model: string, stream: bool
   const { system, messages } = translateMessages(Array.isArray(body.messages) ? (body.messages as JsonObject[]) : []);
   const stop = typeof body.stop === 'string' ? [body.stop] : body.stop;
   const tools = Array.isArray(body.tools)
-    ? (body.tools as JsonObject[]).map((tool) => {
+    ? (body.tools as unknown[]).filter(isObject).map((tool) => {
         const fn = (tool.function ?? {}) as JsonObject;
         return { name: fn.name, description: fn.description, input_schema: fn.parameters ?? { type: 'object', properties: {} } };
       })

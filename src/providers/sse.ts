@@ -14,29 +14,40 @@ export async function* parseSse(body: AsyncIterable<Buffer>): AsyncGenerator<Sse
   let buffered = '';
   let event: string | null = null;
   let data: string[] = [];
+  let size = 0;
+  /** Takes one line; returns the event it completes, if any. */
+  const line = (text: string): SseEvent | null => {
+    if (text.endsWith('\r')) text = text.slice(0, -1);
+    if (text === '') {
+      const done = data.length > 0 ? { event, data: data.join('\n') } : null;
+      event = null;
+      data = [];
+      size = 0;
+      return done;
+    }
+    if (text.startsWith(':')) return null;
+    const colon = text.indexOf(':');
+    const field = colon === -1 ? text : text.slice(0, colon);
+    const value = colon === -1 ? '' : text.slice(colon + 1).replace(/^ /, '');
+    if (field === 'data') {
+      data.push(value);
+      size += value.length;
+    } else if (field === 'event') event = value;
+    return null;
+  };
   for await (const chunk of body) {
     buffered += decoder.decode(chunk, { stream: true });
     let newline: number;
     while ((newline = buffered.indexOf('\n')) !== -1) {
-      let line = buffered.slice(0, newline);
+      const done = line(buffered.slice(0, newline));
       buffered = buffered.slice(newline + 1);
-      if (line.endsWith('\r')) line = line.slice(0, -1);
-      if (line === '') {
-        if (data.length > 0) yield { event, data: data.join('\n') };
-        event = null;
-        data = [];
-        continue;
-      }
-      if (line.startsWith(':')) continue;
-      const colon = line.indexOf(':');
-      const field = colon === -1 ? line : line.slice(0, colon);
-      const value = colon === -1 ? '' : line.slice(colon + 1).replace(/^ /, '');
-      if (field === 'data') data.push(value);
-      else if (field === 'event') event = value;
+      if (done) yield done;
     }
-    if (buffered.length > MAX_EVENT_BYTES) throw new UpstreamError('malformed', 'Upstream stream sent an over-long event');
+    if (buffered.length + size > MAX_EVENT_BYTES) throw new UpstreamError('malformed', 'Upstream stream sent an over-long event');
   }
   buffered += decoder.decode();
-  if (buffered.trim() !== '') data.push(buffered.replace(/^data: ?/, ''));
-  if (data.length > 0) yield { event, data: data.join('\n') };
+  // A stream may end without the blank line that closes its last event.
+  if (buffered !== '') line(buffered);
+  const last = line('');
+  if (last) yield last;
 }

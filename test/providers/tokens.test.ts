@@ -1,0 +1,122 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { contentText, estimateChatInput, estimateEmbeddingInput, estimateTokens } from '../../src/providers/tokens.js';
+
+/** Unit tests of the token estimator used when an upstream reports no usage and for budget reservations. */
+
+describe('estimateTokens', () => {
+  it('is zero for empty or whitespace-only text', () => {
+    expect(estimateTokens('')).toBe(0);
+    expect(estimateTokens('   \n\t ')).toBe(0);
+  });
+
+  it('is non-zero for any text with a visible character', () => {
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, maxLength: 50 }), (text) => {
+        fc.pre(text.trim() !== '');
+        expect(estimateTokens(text)).toBeGreaterThan(0);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('counts an ASCII word as one token per four characters, rounded up', () => {
+    expect(estimateTokens('a')).toBe(1);
+    expect(estimateTokens('word')).toBe(1);
+    expect(estimateTokens('words')).toBe(2);
+    expect(estimateTokens('abcdefgh')).toBe(2);
+    expect(estimateTokens('hello world')).toBe(4);
+  });
+
+  it('counts each punctuation mark as a token', () => {
+    expect(estimateTokens('hi!')).toBe(2);
+    expect(estimateTokens('...')).toBe(3);
+    expect(estimateTokens('{"a":1}')).toBe(7);
+  });
+
+  it('counts CJK text per character', () => {
+    expect(estimateTokens('你好世界')).toBe(4);
+    expect(estimateTokens('こんにちは')).toBe(5);
+    expect(estimateTokens('日本語 テキスト')).toBe(7);
+  });
+
+  it('counts non-ASCII letters per character, erring high', () => {
+    expect(estimateTokens('héllo')).toBe(3); // h, é, llo
+    expect(estimateTokens('😀😀')).toBeGreaterThanOrEqual(2);
+  });
+
+  it('grows with the text: appending never lowers the count', () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 40 }), fc.string({ maxLength: 40 }), (a, b) => {
+        expect(estimateTokens(`${a} ${b}`)).toBeGreaterThanOrEqual(estimateTokens(a));
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('contentText', () => {
+  it('takes a string as is and joins the text parts of an array', () => {
+    expect(contentText('plain')).toBe('plain');
+    expect(contentText([{ type: 'text', text: 'a' }, { type: 'image_url', image_url: { url: 'http://x' } }, { type: 'text', text: 'b' }])).toBe('a\nb');
+    expect(contentText(null)).toBe('');
+    expect(contentText([null, 1, { text: 2 }])).toBe('');
+  });
+});
+
+describe('estimateChatInput', () => {
+  const user = (content: unknown) => ({ role: 'user', content });
+
+  it('has a floor for the reply priming and per-message framing', () => {
+    expect(estimateChatInput({})).toBeGreaterThan(0);
+    expect(estimateChatInput({ messages: [user('')] })).toBeGreaterThan(estimateChatInput({ messages: [] }));
+  });
+
+  it('counts every message, not only the last', () => {
+    const one = estimateChatInput({ messages: [user('hello there')] });
+    const two = estimateChatInput({ messages: [user('hello there'), { role: 'assistant', content: 'general kenobi' }] });
+    expect(two).toBeGreaterThan(one);
+    expect(two - one).toBeGreaterThanOrEqual(estimateTokens('general kenobi'));
+  });
+
+  it('counts the content of the messages', () => {
+    const short = estimateChatInput({ messages: [user('hi')] });
+    const long = estimateChatInput({ messages: [user('hi '.repeat(200))] });
+    expect(long - short).toBeGreaterThanOrEqual(199);
+  });
+
+  it('counts the text parts of array content', () => {
+    const parts = estimateChatInput({ messages: [user([{ type: 'text', text: 'describe this picture in detail please' }])] });
+    const empty = estimateChatInput({ messages: [user([])] });
+    expect(parts).toBeGreaterThan(empty);
+  });
+
+  it('counts tool definitions and assistant tool calls', () => {
+    const messages = [user('what is the weather in Paris?')];
+    const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather of a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+    expect(estimateChatInput({ messages, tools })).toBeGreaterThan(estimateChatInput({ messages }) + 10);
+    const call = { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] };
+    const plain = { role: 'assistant', content: null };
+    expect(estimateChatInput({ messages: [...messages, call] })).toBeGreaterThan(estimateChatInput({ messages: [...messages, plain] }));
+  });
+
+  it('never throws on odd message arrays', () => {
+    fc.assert(
+      fc.property(fc.array(fc.anything(), { maxLength: 5 }), fc.anything(), (messages, tools) => {
+        const n = estimateChatInput({ messages, tools });
+        expect(Number.isInteger(n) && n > 0).toBe(true);
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
+
+describe('estimateEmbeddingInput', () => {
+  it('counts strings, string arrays and token arrays', () => {
+    expect(estimateEmbeddingInput('hello world')).toBe(estimateTokens('hello world'));
+    expect(estimateEmbeddingInput(['word', 'text'])).toBe(2);
+    expect(estimateEmbeddingInput([1, 2, 3])).toBe(3);
+    expect(estimateEmbeddingInput([[1, 2], [3, 4, 5]])).toBe(5);
+    expect(estimateEmbeddingInput(undefined)).toBe(0);
+  });
+});
