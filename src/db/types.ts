@@ -16,6 +16,7 @@ export interface ProjectsTable {
   name: string;
   budget: JsonColumn | null;
   rate_limit: JsonColumn | null;
+  limits_updated_at: Generated<number>;
   created_at: number;
 }
 

@@ -2,24 +2,40 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import secureJson from 'secure-json-parse';
 import { ERRORS } from './errors.js';
 
-/** True when any string (key or value) in a parsed JSON value holds a NUL character. Iterative: nesting depth is the client's. */
-function containsNul(root: unknown): boolean {
+/** What PostgreSQL cannot store: NUL characters and lone UTF-16 surrogates (JSONB refuses both). */
+type Unstorable = 'nul' | 'surrogate';
+
+/** A high surrogate without a low one after it, or a low one without a high one before it. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+function unstorableIn(text: string): Unstorable | null {
+  if (text.includes('\0')) return 'nul';
+  return LONE_SURROGATE.test(text) ? 'surrogate' : null;
+}
+
+/** The first unstorable string (key or value) in a parsed JSON value. Iterative: nesting depth is the client's. */
+function findUnstorable(root: unknown): Unstorable | null {
   const pending: unknown[] = [root];
   while (pending.length > 0) {
     const value = pending.pop();
     if (typeof value === 'string') {
-      if (value.includes('\0')) return true;
+      const found = unstorableIn(value);
+      if (found) return found;
     } else if (Array.isArray(value)) {
       for (const item of value) pending.push(item);
     } else if (value !== null && typeof value === 'object') {
       for (const [key, item] of Object.entries(value)) {
-        if (key.includes('\0')) return true;
+        const found = unstorableIn(key);
+        if (found) return found;
         pending.push(item);
       }
     }
   }
-  return false;
+  return null;
 }
+
+/** Only bodies that spell out a NUL or a surrogate escape can hold one (the wire text is decoded UTF-8). */
+const SUSPECT = /\\u0000|\0|\\u[dD][89a-fA-F]/;
 
 function parseJson(_request: FastifyRequest, body: string | Buffer, done: (err: Error | null, value?: unknown) => void): void {
   const text = body.toString().trim();
@@ -31,8 +47,9 @@ function parseJson(_request: FastifyRequest, body: string | Buffer, done: (err: 
   } catch (err) {
     return done(ERRORS.malformedJson(err instanceof Error ? err.message : String(err)), undefined);
   }
-  // NUL cannot be stored in PostgreSQL text or JSONB; only bodies that spell one out are walked.
-  if ((text.includes('\\u0000') || text.includes('\0')) && containsNul(value)) return done(ERRORS.nulCharacter('body'), undefined);
+  const unstorable = SUSPECT.test(text) ? findUnstorable(value) : null;
+  if (unstorable === 'nul') return done(ERRORS.nulCharacter('body'), undefined);
+  if (unstorable === 'surrogate') return done(ERRORS.loneSurrogate(), undefined);
   done(null, value);
 }
 

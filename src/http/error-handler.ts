@@ -26,11 +26,13 @@ function toAppError(error: FastifyError, bodyLimit: number, contentType: string)
 }
 
 function send(reply: FastifyReply, appError: AppError): void {
-  const body =
-    appError instanceof UpstreamRejection
-      ? appError.body
-      : { error: { message: appError.message, type: appError.type, ...(appError.code ? { code: appError.code } : {}) } };
-  void reply.status(appError.statusCode).headers(appError.headers).send(body);
+  void reply.status(appError.statusCode).headers(appError.headers);
+  if (appError instanceof UpstreamRejection) {
+    // The upstream's own error object, every field kept: serialised here, not through the route's error schema.
+    void reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(appError.body));
+    return;
+  }
+  void reply.send({ error: { message: appError.message, type: appError.type, ...(appError.code ? { code: appError.code } : {}) } });
 }
 
 /**

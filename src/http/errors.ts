@@ -37,6 +37,8 @@ export const ERRORS = {
   malformedJson: (detail: string) => new AppError(400, 'invalid_request_error', `Request body is not valid JSON: ${detail}`, 'invalid_json'),
   nulCharacter: (where: string) =>
     new AppError(400, 'invalid_request_error', `The ${where} contains a NUL character (\\u0000), which is not allowed`, 'nul_character'),
+  loneSurrogate: () =>
+    new AppError(400, 'invalid_request_error', 'The body contains a lone UTF-16 surrogate (\\ud800-\\udfff without its pair), which is not valid Unicode', 'invalid_unicode'),
   unsupportedMediaType: (type: string) =>
     new AppError(415, 'invalid_request_error', `Unsupported Content-Type "${type}"; send application/json`, 'unsupported_media_type'),
   bodyTooLarge: (limit: number) =>

@@ -67,9 +67,9 @@ export class UpstreamClient {
     return this.withRetries(request, async (response) => ({ text: await response.body.text() }));
   }
 
-  /** POSTs JSON and hands back the body stream once a 2xx status arrived. */
+  /** POSTs JSON and hands back the body stream once a 2xx status arrived; its failures are UpstreamErrors too. */
   async postStream(request: UpstreamRequest): Promise<UpstreamResponse & { body: AsyncIterable<Buffer> }> {
-    return this.withRetries(request, async (response) => ({ body: response.body as AsyncIterable<Buffer> }));
+    return this.withRetries(request, async (response) => ({ body: guarded(response.body as AsyncIterable<Buffer>, request.signal) }));
   }
 
   private async withRetries<T>(request: UpstreamRequest, onSuccess: (response: Awaited<ReturnType<Agent['request']>>) => Promise<T>): Promise<UpstreamResponse & T> {
@@ -107,6 +107,15 @@ export class UpstreamClient {
 
   async close(): Promise<void> {
     await this.agent.close();
+  }
+}
+
+/** A body whose read errors (a timeout, a reset socket) surface as UpstreamErrors, like failures before it. */
+async function* guarded(body: AsyncIterable<Buffer>, signal: AbortSignal): AsyncGenerator<Buffer> {
+  try {
+    for await (const chunk of body) yield chunk;
+  } catch (err) {
+    throw err instanceof UpstreamError ? err : connectionError(err, signal);
   }
 }
 

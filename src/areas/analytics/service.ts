@@ -31,8 +31,16 @@ export function rangeFrom(query: { from?: string; to?: string }, now = Date.now(
   return { from, to };
 }
 
+function round(value: number, digits: number): number {
+  return Math.round(value * 10 ** digits) / 10 ** digits;
+}
+
+/** Sums of floating-point costs carry binary noise (0.1 + 0.2); nano-dollars are the precision that matters. */
+function roundCost(cost: number): number {
+  return round(cost, 9);
+}
+
 function metrics(row: Pick<AggregateRow, 'requests' | 'errors' | 'input_tokens' | 'output_tokens' | 'cost' | 'latency_ms' | 'upstream_latency_ms'>) {
-  const round = (value: number, digits: number) => Math.round(value * 10 ** digits) / 10 ** digits;
   return {
     requests: row.requests,
     errors: row.errors,
@@ -40,7 +48,7 @@ function metrics(row: Pick<AggregateRow, 'requests' | 'errors' | 'input_tokens' 
     input_tokens: row.input_tokens,
     output_tokens: row.output_tokens,
     total_tokens: row.input_tokens + row.output_tokens,
-    cost: round(row.cost, 9),
+    cost: roundCost(row.cost),
     avg_latency_ms: row.requests === 0 ? 0 : round(row.latency_ms / row.requests, 3),
     avg_upstream_latency_ms: row.requests === 0 ? 0 : round(row.upstream_latency_ms / row.requests, 3),
   };
@@ -173,7 +181,7 @@ export class AnalyticsService {
         input_tokens: row.input_tokens,
         output_tokens: row.output_tokens,
         total_tokens: row.input_tokens + row.output_tokens,
-        cost: row.cost,
+        cost: roundCost(row.cost),
         models: row.models.split(',').filter(Boolean).sort(),
         first_at: new Date(row.first_at).toISOString(),
         last_at: new Date(row.last_at).toISOString(),

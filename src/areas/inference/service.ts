@@ -121,9 +121,12 @@ export class InferenceService {
     const project = await this.projects.cached(caller.scope.tenantId, caller.scope.projectId);
     const subjects: LimitSubject[] = [];
     if (caller.tokenId && (caller.budget || caller.rateLimit)) {
-      subjects.push({ kind: 'token', scope: { ...caller.scope, tokenId: caller.tokenId }, budget: caller.budget, rateLimit: caller.rateLimit });
+      // A token's limits never change after creation.
+      subjects.push({ kind: 'token', scope: { ...caller.scope, tokenId: caller.tokenId }, version: 0, budget: caller.budget, rateLimit: caller.rateLimit });
     }
-    if (project && (project.budget || project.rateLimit)) subjects.push({ kind: 'project', scope: caller.scope, budget: project.budget, rateLimit: project.rateLimit });
+    if (project && (project.budget || project.rateLimit)) {
+      subjects.push({ kind: 'project', scope: caller.scope, version: project.limitsUpdatedAt, budget: project.budget, rateLimit: project.rateLimit });
+    }
     return subjects;
   }
 

@@ -30,6 +30,8 @@ export function checkLimits(budget: Budget | null | undefined, rateLimit: RateLi
 export interface LimitSubject {
   kind: 'token' | 'project';
   scope: UsageScope;
+  /** Changes whenever the subject's limits change, so budget counters start again from stored usage. */
+  version: number;
   budget: Budget | null;
   rateLimit: RateLimit | null;
 }
@@ -92,7 +94,7 @@ function periodBounds(period: Budget['period'], now: number): { start: number; e
 }
 
 function subjectId(subject: LimitSubject): string {
-  return subject.kind === 'token' ? `t:${subject.scope.tokenId}` : `p:${subject.scope.projectId}`;
+  return subject.kind === 'token' ? `t:${subject.scope.tokenId}` : `p:${subject.scope.projectId}:${subject.version}`;
 }
 
 /**
@@ -147,7 +149,8 @@ export class LimitService {
         return {
           counters: planned.map(({ key, kind, base, perUnit }) => ({ key, kind, amount: base + perUnit * outcome.allowance })),
           allowance: outcome.allowance,
-          capped: planned.some((c) => c.perUnit > 0),
+          // Only calls with output (chat) are capped; embeddings and moderation have no max_tokens to set.
+          capped: estimate.desiredOutput > 0 && planned.some((c) => c.perUnit > 0),
         };
       }
       const counter = planned[outcome.index]!;

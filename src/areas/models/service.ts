@@ -75,6 +75,8 @@ function builtIn(scope: ProjectScope, key: string, capability: Capability): Mode
 
 const BUILT_IN_KEYS = new Set([LOCAL_CHAT_MODEL, LOCAL_EMBED_MODEL]);
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$/;
+/** What an HTTP header value may hold (RFC 9110 field-value): no control characters, nothing past U+00FF. */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 /** Set by Waygate itself on upstream requests; a model may not override them. */
 const RESERVED_HEADERS = new Set(['host', 'content-length', 'content-type', 'connection', 'transfer-encoding', 'authorization', 'api-key', 'x-api-key']);
 
@@ -94,8 +96,9 @@ function checkBaseUrl(type: ProviderType, baseUrl: string | null): void {
 }
 
 function checkHeaders(headers: Record<string, string> | undefined): void {
-  for (const name of Object.keys(headers ?? {})) {
+  for (const [name, value] of Object.entries(headers ?? {})) {
     if (!HEADER_NAME.test(name)) throw ERRORS.validation(`provider.headers has an invalid header name: ${name}`);
+    if (!HEADER_VALUE.test(value)) throw ERRORS.validation(`provider.headers.${name} may only hold printable characters (no line breaks)`);
     if (RESERVED_HEADERS.has(name.toLowerCase())) throw ERRORS.validation(`provider.headers may not set ${name}; Waygate sets it (use provider.apiKey for keys)`);
   }
 }
@@ -171,7 +174,8 @@ export class ModelService {
     const current = await this.store.find(scope, key);
     if (!current) throw this.missingOrBuiltIn(key);
     const secrets = current.secrets ? (JSON.parse(this.secrets.decrypt(current.secrets)) as Secrets) : {};
-    const provider = { ...current.provider, ...patch.provider } as ProviderInput;
+    // Provider fields the patch omits keep their stored values in apply(); a new type starts without the old baseUrl.
+    const provider: ProviderInput = { ...patch.provider, type: patch.provider?.type ?? current.provider.type };
     const updated = await this.apply(scope, { ...current, updatedAt: Date.now() }, { ...patch, key, provider, capabilities: patch.capabilities ?? current.capabilities }, secrets);
     await this.store.update(updated);
     await this.changed(scope);
@@ -194,18 +198,16 @@ export class ModelService {
     const baseUrl = p.baseUrl === undefined ? (type === model.provider.type ? model.provider.baseUrl : null) : p.baseUrl;
     checkBaseUrl(type, baseUrl);
     checkHeaders(p.headers ?? undefined);
+    if (typeof p.apiKey === 'string' && !HEADER_VALUE.test(p.apiKey)) throw ERRORS.validation('provider.apiKey may only hold printable characters');
     const upstreamModel = input.upstreamModel ?? model.upstreamModel;
     if (type === 'local' && !BUILT_IN_KEYS.has(upstreamModel)) {
       throw ERRORS.validation(`upstreamModel of a local model must be ${LOCAL_CHAT_MODEL} or ${LOCAL_EMBED_MODEL}`);
     }
     const capabilities = [...new Set(input.capabilities)];
     if (capabilities.length === 0) throw ERRORS.validation('capabilities must name at least one of chat, embeddings, moderation, tts, stt');
+    // Only fallbacks being set are checked: a stored one may name a model deleted since (calls skip it).
+    if (input.fallbacks) await this.checkFallbacks(scope, model.key, input.fallbacks);
     const fallbacks = input.fallbacks ?? model.fallbacks;
-    if (new Set(fallbacks).size !== fallbacks.length) throw ERRORS.validation('fallbacks must not repeat a model');
-    for (const fallback of fallbacks) {
-      if (fallback === model.key) throw ERRORS.validation('A model cannot be its own fallback');
-      if (!(await this.projectModels(scope)).has(fallback)) throw ERRORS.validation(`Fallback model "${fallback}" does not exist in this project`);
-    }
     const secrets: Secrets = {
       apiKey: p.apiKey === undefined ? stored.apiKey : (p.apiKey ?? undefined),
       headers: p.headers === undefined ? stored.headers : (p.headers ?? undefined),
@@ -231,6 +233,15 @@ export class ModelService {
       guardrails: { input: input.guardrails?.input ?? model.guardrails.input, output: input.guardrails?.output ?? model.guardrails.output },
       fallbacks,
     };
+  }
+
+  private async checkFallbacks(scope: ProjectScope, key: string, fallbacks: string[]): Promise<void> {
+    if (new Set(fallbacks).size !== fallbacks.length) throw ERRORS.validation('fallbacks must not repeat a model');
+    const models = await this.projectModels(scope);
+    for (const fallback of fallbacks) {
+      if (fallback === key) throw ERRORS.validation('A model cannot be its own fallback');
+      if (!models.has(fallback)) throw ERRORS.validation(`Fallback model "${fallback}" does not exist in this project`);
+    }
   }
 
   private targetOf(record: ModelRecord): ModelTarget {

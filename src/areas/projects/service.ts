@@ -49,6 +49,7 @@ export class ProjectService {
       name: patch.name ?? project.name,
       budget: patch.budget === undefined ? project.budget : patch.budget,
       rateLimit: patch.rateLimit === undefined ? project.rateLimit : patch.rateLimit,
+      limitsUpdatedAt: patch.budget === undefined && patch.rateLimit === undefined ? project.limitsUpdatedAt : Date.now(),
     };
     await this.store.update(updated);
     this.cache.delete(updated.id);
@@ -82,7 +83,7 @@ export class ProjectService {
     }
     const conflict = () => ERRORS.conflict(`A project with key "${key}" already exists`);
     if (await store.find(tenantId, key)) throw conflict();
-    const project: ProjectRecord = { id: newId('prj'), tenantId, key, name: input.name, budget: null, rateLimit: null, createdAt: Date.now() };
+    const project: ProjectRecord = { id: newId('prj'), tenantId, key, name: input.name, budget: null, rateLimit: null, limitsUpdatedAt: 0, createdAt: Date.now() };
     try {
       await store.insert(project);
     } catch (err) {

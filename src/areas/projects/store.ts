@@ -10,6 +10,8 @@ export interface ProjectRecord {
   name: string;
   budget: Budget | null;
   rateLimit: RateLimit | null;
+  /** When the budget or rate limit last changed: budget counters restart from stored usage after a change. */
+  limitsUpdatedAt: number;
   createdAt: number;
 }
 
@@ -21,6 +23,7 @@ function toRecord(row: Selectable<ProjectsTable>): ProjectRecord {
     name: row.name,
     budget: fromJson<Budget>(row.budget),
     rateLimit: fromJson<RateLimit>(row.rate_limit),
+    limitsUpdatedAt: row.limits_updated_at,
     createdAt: row.created_at,
   };
 }
@@ -38,6 +41,7 @@ export class ProjectStore {
         name: project.name,
         budget: toJson(this.dialect, project.budget),
         rate_limit: toJson(this.dialect, project.rateLimit),
+        limits_updated_at: project.limitsUpdatedAt,
         created_at: project.createdAt,
       })
       .execute();
@@ -46,7 +50,12 @@ export class ProjectStore {
   async update(project: ProjectRecord): Promise<void> {
     await this.db
       .updateTable('projects')
-      .set({ name: project.name, budget: toJson(this.dialect, project.budget), rate_limit: toJson(this.dialect, project.rateLimit) })
+      .set({
+        name: project.name,
+        budget: toJson(this.dialect, project.budget),
+        rate_limit: toJson(this.dialect, project.rateLimit),
+        limits_updated_at: project.limitsUpdatedAt,
+      })
       .where('tenant_id', '=', project.tenantId)
       .where('id', '=', project.id)
       .execute();

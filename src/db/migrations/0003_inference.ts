@@ -31,6 +31,8 @@ export function migration0003Inference(dialect: Dialect): Migration {
 
       await db.schema.alterTable('projects').addColumn('budget', json).execute();
       await db.schema.alterTable('projects').addColumn('rate_limit', json).execute();
+      // Budget counters are keyed by it, so a changed budget starts again from the stored usage.
+      await db.schema.alterTable('projects').addColumn('limits_updated_at', bigint, (c) => c.notNull().defaultTo(0)).execute();
 
       await db.schema
         .createTable('usage_events')
