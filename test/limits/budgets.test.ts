@@ -1,0 +1,212 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { call } from '../helpers/app.js';
+import { startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
+import { chatBody } from '../helpers/models.js';
+import { chat, embed, expectRefused, fakeModel, first, limitedProject, SETUPS, startDeployment, storedUsage, token, type Deployment } from './support.js';
+
+let fake: FakeUpstream;
+beforeAll(async () => {
+  fake = await startFakeOpenAi();
+});
+afterAll(async () => {
+  await fake?.close();
+});
+beforeEach(() => {
+  fake.usage = { prompt: 10, completion: 20 };
+});
+
+const DAY_S = 86_400;
+const RETRY_AFTER: Record<string, [number, number] | null> = { day: [1, DAY_S], month: [1, 31 * DAY_S], total: null };
+
+/**
+ * Spends a budget of 75 (tokens or cents' worth) with calls of 10 input + 20 output: two whole calls, a third
+ * capped at what is left (the fake then reports that many), and a fourth refused without an upstream call.
+ */
+async function spendDown(app: FastifyInstance, credentials: [string, string], model: string): Promise<{ capped: number; refused: Awaited<ReturnType<typeof chat>> }> {
+  for (const credential of credentials) {
+    const ok = await chat(app, credential, model);
+    expect(ok.statusCode, ok.body).toBe(200);
+    expect(ok.json().usage.total_tokens).toBe(30);
+    expect(fake.requests.at(-1)!.body.max_tokens).toBe(20);
+  }
+  const squeezed = await chat(app, credentials[0], model);
+  expect(squeezed.statusCode).toBe(200);
+  const capped = fake.requests.at(-1)!.body.max_tokens as number;
+  const before = fake.requests.length;
+  fake.usage = { prompt: 10, completion: capped };
+  const refused = await chat(app, credentials[1], model);
+  expect(fake.requests.length).toBe(before);
+  return { capped, refused };
+}
+
+describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend, counters }) => {
+  let d: Deployment;
+  let app: FastifyInstance;
+  let model: string;
+
+  beforeAll(async () => {
+    d = await startDeployment(backend, counters);
+    app = first(d).app;
+    model = await fakeModel(d, fake);
+  });
+  afterAll(async () => {
+    await d?.close();
+  });
+
+  it.each(['day', 'month', 'total'] as const)('a %s maxTokens budget caps the last call, then refuses with budget_exceeded', async (period) => {
+    const t = await token(d, { budget: { maxTokens: 75, period } });
+    const { capped, refused } = await spendDown(app, [t.value, t.value], model);
+    // 60 used, 10 of the 15 left go to input.
+    expect(capped).toBe(5);
+    expectRefused(refused, 'budget_exceeded', RETRY_AFTER[period]!);
+    expect(refused.json().error.message).toMatch(/75 tokens/);
+    const stored = await storedUsage(d, { tokenId: t.id });
+    expect(stored.events).toBe(3);
+  });
+
+  it('a maxCostUsd budget counts the priced model cost, caps the last call and refuses once spent', async () => {
+    // $1000 per million tokens either way: one token costs $0.001, a 30-token call $0.03.
+    const priced = await fakeModel(d, fake, { pricing: { inputPer1M: 1000, outputPer1M: 1000, currency: 'USD' } });
+    const t = await token(d, { budget: { maxCostUsd: 0.075, period: 'month' } });
+    const { capped, refused } = await spendDown(app, [t.value, t.value], priced);
+    // $0.015 left, $0.01 of it for input: 5 output tokens (4 should rounding of the float prices take a nano-dollar).
+    expect(capped).toBeGreaterThanOrEqual(4);
+    expect(capped).toBeLessThanOrEqual(5);
+    expectRefused(refused, 'budget_exceeded', RETRY_AFTER.month!);
+    expect(refused.json().error.message).toMatch(/0\.075 USD/);
+  });
+
+  it('with both maxTokens and maxCostUsd, the tighter one sets the cap', async () => {
+    const priced = await fakeModel(d, fake, { pricing: { inputPer1M: 1000, outputPer1M: 1000, currency: 'USD' } });
+    // 40 tokens, or $1 (1000 tokens): the token limit leaves 30 output tokens, the cost limit 990.
+    const t = await token(d, { budget: { maxTokens: 40, maxCostUsd: 1, period: 'total' } });
+    expect((await chat(app, t.value, priced, { max_tokens: 500 })).statusCode).toBe(200);
+    expect(fake.requests.at(-1)!.body.max_tokens).toBe(30);
+  });
+
+  it('caps a call that names no max_tokens at the budget left, and keeps max_completion_tokens as the field used', async () => {
+    const t = await token(d, { budget: { maxTokens: 1000, period: 'total' } });
+    expect((await chat(app, t.value, model, {})).statusCode).toBe(200);
+    expect(fake.requests.at(-1)!.body.max_tokens).toBe(990);
+    // 30 used: 970 left, 960 after the input.
+    expect((await chat(app, t.value, model, { max_completion_tokens: 4000 })).statusCode).toBe(200);
+    const sent = fake.requests.at(-1)!.body;
+    expect(sent.max_completion_tokens).toBe(960);
+    expect(sent.max_tokens).toBeUndefined();
+    // A smaller request than the budget allows is left as it is.
+    expect((await chat(app, t.value, model, { max_tokens: 7 })).statusCode).toBe(200);
+    expect(fake.requests.at(-1)!.body.max_tokens).toBe(7);
+  });
+
+  it('streamed calls are settled with the usage the stream reports', async () => {
+    const t = await token(d, { budget: { maxTokens: 75, period: 'total' } });
+    for (let i = 0; i < 2; i++) {
+      const res = await call(app, t.value, { method: 'POST', url: '/api/client/v1/chat/completions', payload: chatBody(model, { max_tokens: 20, stream: true }) });
+      expect(res.statusCode).toBe(200);
+      expect(res.body).toContain('[DONE]');
+    }
+    expect((await chat(app, t.value, model)).statusCode).toBe(200);
+    expect(fake.requests.at(-1)!.body.max_tokens).toBe(5);
+    fake.usage = { prompt: 10, completion: 5 };
+    const stream = await call(app, t.value, { method: 'POST', url: '/api/client/v1/chat/completions', payload: chatBody(model, { max_tokens: 20, stream: true }) });
+    expectRefused(stream, 'budget_exceeded', null);
+  });
+
+  it('a failed upstream call gives its reservation back', async () => {
+    const t = await token(d, { budget: { maxTokens: 60, period: 'total' } });
+    fake.queue({ status: 400, body: { error: { message: 'no', type: 'invalid_request_error' } } });
+    expect((await chat(app, t.value, model)).statusCode).toBe(400);
+    for (let i = 0; i < 2; i++) expect((await chat(app, t.value, model)).statusCode).toBe(200);
+    expectRefused(await chat(app, t.value, model), 'budget_exceeded', null);
+  });
+
+  it('a project budget set with PATCH /api/projects is shared by the tokens of the project', async () => {
+    const project = await limitedProject(d, { budget: { maxTokens: 75, period: 'total' } });
+    const projectModel = await fakeModel(d, fake, {}, project.key);
+    const a = await token(d, { projectId: project.key });
+    const b = await token(d, { projectId: project.key });
+    const { capped, refused } = await spendDown(app, [a.value, b.value], projectModel);
+    expect(capped).toBe(5);
+    expectRefused(refused, 'budget_exceeded', null);
+    expect(refused.json().error.message).toMatch(/project/i);
+    // A token created later starts from what the project has used.
+    const late = await token(d, { projectId: project.key });
+    expectRefused(await chat(app, late.value, projectModel), 'budget_exceeded', null);
+    // Removing the budget lifts the limit.
+    const lifted = await call(app, d.session, { method: 'PATCH', url: `/api/projects/${project.key}`, payload: { budget: null } });
+    expect(lifted.statusCode).toBe(200);
+    expect((await chat(app, late.value, projectModel)).statusCode).toBe(200);
+  });
+
+  // Regression: budget counters outlived a change of the budget, so a budget set again continued from a stale counter
+  // instead of the stored usage a restart would start from. Counters are now keyed by the project's limit version.
+  it('a project budget set again counts the usage made while it was lifted', async () => {
+    const project = await limitedProject(d, { budget: { maxTokens: 100, period: 'total' } });
+    const projectModel = await fakeModel(d, fake, {}, project.key);
+    const t = await token(d, { projectId: project.key });
+    for (let i = 0; i < 2; i++) expect((await chat(app, t.value, projectModel)).statusCode).toBe(200);
+    const patch = (budget: unknown) => call(app, d.session, { method: 'PATCH', url: `/api/projects/${project.key}`, payload: { budget } });
+    expect((await patch(null)).statusCode).toBe(200);
+    for (let i = 0; i < 2; i++) expect((await chat(app, t.value, projectModel)).statusCode).toBe(200);
+    expect(await storedUsage(d, { projectId: project.id })).toEqual({ events: 4, tokens: 120 });
+    expect((await patch({ maxTokens: 100, period: 'total' })).statusCode).toBe(200);
+    // 120 of 100 used.
+    expectRefused(await chat(app, t.value, projectModel), 'budget_exceeded', null);
+  });
+
+  it('embeddings count against a token budget, and are refused without an upstream call once it is spent', async () => {
+    const embedder = await fakeModel(d, fake, { capabilities: ['embeddings'] });
+    const t = await token(d, { budget: { maxTokens: 30, period: 'total' } });
+    fake.usage = { prompt: 10, completion: 0 };
+    for (let i = 0; i < 3; i++) {
+      const res = await embed(app, t.value, embedder, 'hello world');
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.json().usage.prompt_tokens).toBe(10);
+    }
+    const before = fake.requests.length;
+    expectRefused(await embed(app, t.value, embedder, 'hello world'), 'budget_exceeded', null);
+    // Chat shares the budget that embeddings spent.
+    expectRefused(await chat(app, t.value, model), 'budget_exceeded', null);
+    expect(fake.requests.length).toBe(before);
+    expect(await storedUsage(d, { tokenId: t.id })).toEqual({ events: 3, tokens: 30 });
+  });
+
+  // Regression: budgeted embeddings and moderations bodies once went upstream with `max_tokens: 0`.
+  it.each([
+    ['embeddings', '/v1/embeddings'],
+    ['moderations', '/v1/moderations'],
+  ])('a budgeted %s call is sent upstream as the client sent it (no max_tokens added)', async (endpoint, upstreamPath) => {
+    const capability = endpoint === 'embeddings' ? 'embeddings' : 'moderation';
+    const key = await fakeModel(d, fake, { capabilities: [capability] });
+    const t = await token(d, { budget: { maxTokens: 1000, period: 'total' } });
+    const res = await call(app, t.value, { method: 'POST', url: `/api/client/v1/${endpoint}`, payload: { model: key, input: 'hello world' } });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(fake.requests.at(-1)!.path).toBe(upstreamPath);
+    expect(fake.requests.at(-1)!.body).toEqual({ model: 'fake-model', input: 'hello world' });
+  });
+
+  it('the built-in local-embed model counts against a budget too', async () => {
+    const t = await token(d, { budget: { maxTokens: 20, period: 'total' } });
+    let used = 0;
+    let refusedAt = -1;
+    for (let i = 0; i < 10 && refusedAt < 0; i++) {
+      const res = await embed(app, t.value, 'local-embed', 'alpha beta gamma delta');
+      if (res.statusCode === 429) {
+        expectRefused(res, 'budget_exceeded', null);
+        refusedAt = i;
+      } else {
+        expect(res.statusCode, res.body).toBe(200);
+        used += res.json().usage.total_tokens as number;
+      }
+    }
+    expect(refusedAt).toBeGreaterThan(0);
+    expect(used).toBeLessThanOrEqual(20);
+    expect(await storedUsage(d, { tokenId: t.id })).toMatchObject({ tokens: used });
+  });
+
+  it('rejects a budget that caps nothing', async () => {
+    const res = await call(app, d.session, { method: 'POST', url: '/api/tokens', payload: { name: 'x', projectId: 'default', role: 'member', budget: { period: 'day' } } });
+    expect(res.statusCode).toBe(400);
+  });
+});
