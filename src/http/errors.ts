@@ -1,3 +1,5 @@
+import { asText } from '../platform/text.js';
+
 /** Error types in OpenAI's vocabulary, which the official SDKs parse. */
 export type ErrorType =
   | 'invalid_request_error'
@@ -27,7 +29,7 @@ export class AppError extends Error {
 /** An upstream's 4xx answer: the client gets the upstream's own error object. */
 export class UpstreamRejection extends AppError {
   constructor(status: number, readonly body: { error: Record<string, unknown> }, headers: Record<string, string>) {
-    super(status, 'invalid_request_error', String(body.error.message ?? `Upstream answered ${status}`), typeof body.error.code === 'string' ? body.error.code : undefined, headers);
+    super(status, 'invalid_request_error', asText(body.error.message, `Upstream answered ${status}`), typeof body.error.code === 'string' ? body.error.code : undefined, headers);
   }
 }
 

@@ -5,6 +5,7 @@ import { parseObject, type UpstreamClient } from './http.js';
 import { joinUrl } from './openai-compatible.js';
 import { parseSse } from './sse.js';
 import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
+import { asText } from '../platform/text.js';
 
 const ANTHROPIC_VERSION = '2023-06-01';
 /** Anthropic requires max_tokens; this is used when the chat request sets none. */
@@ -27,8 +28,8 @@ function contentBlocks(content: unknown): Block[] {
   if (typeof content === 'string') return content === '' ? [] : [{ type: 'text', text: content }];
   if (!Array.isArray(content)) return [];
   return content.flatMap((part: Record<string, unknown>) => {
-    if (part?.type === 'text') return [{ type: 'text', text: String(part.text ?? '') }];
-    if (part?.type === 'image_url') return [imageBlock(String((part.image_url as { url?: unknown } | undefined)?.url ?? ''))];
+    if (part?.type === 'text') return [{ type: 'text', text: asText(part.text, '') }];
+    if (part?.type === 'image_url') return [imageBlock(asText((part.image_url as { url?: unknown } | undefined)?.url, ''))];
     return [];
   });
 }
@@ -56,12 +57,12 @@ function translateMessages(messages: JsonObject[]): { system: string | undefined
       const text = contentBlocks(message.content).map((b) => b.text).join('\n');
       if (text) system.push(text);
     } else if (role === 'tool') {
-      push('user', [{ type: 'tool_result', tool_use_id: String(message.tool_call_id ?? ''), content: contentBlocks(message.content) }]);
+      push('user', [{ type: 'tool_result', tool_use_id: asText(message.tool_call_id, ''), content: contentBlocks(message.content) }]);
     } else if (role === 'assistant') {
       const calls = Array.isArray(message.tool_calls) ? (message.tool_calls as unknown[]).filter(isObject) : [];
       const toolUses = calls.map((call) => {
         const fn = (call.function ?? {}) as JsonObject;
-        return { type: 'tool_use', id: String(call.id ?? ''), name: String(fn.name ?? ''), input: parseArguments(fn.arguments) };
+        return { type: 'tool_use', id: asText(call.id, ''), name: asText(fn.name, ''), input: parseArguments(fn.arguments) };
       });
       push('assistant', [...contentBlocks(message.content), ...toolUses]);
     } else {
@@ -108,7 +109,7 @@ export function toAnthropicRequest(body: JsonObject, model: string, stream: bool
 /** An Anthropic message as a chat.completion. */
 export function fromAnthropicMessage(message: JsonObject): JsonObject {
   const blocks = Array.isArray(message.content) ? (message.content as Block[]) : [];
-  const text = blocks.filter((b) => b.type === 'text').map((b) => String(b.text ?? '')).join('');
+  const text = blocks.filter((b) => b.type === 'text').map((b) => asText(b.text, '')).join('');
   const toolCalls = blocks
     .filter((b) => b.type === 'tool_use')
     .map((b) => ({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }));
@@ -116,7 +117,7 @@ export function fromAnthropicMessage(message: JsonObject): JsonObject {
   const input = usage.input_tokens ?? 0;
   const output = usage.output_tokens ?? 0;
   return {
-    id: String(message.id ?? `chatcmpl-${randomUUID()}`),
+    id: asText(message.id, `chatcmpl-${randomUUID()}`),
     object: 'chat.completion',
     created: Math.floor(Date.now() / 1000),
     model: message.model,
@@ -124,7 +125,7 @@ export function fromAnthropicMessage(message: JsonObject): JsonObject {
       {
         index: 0,
         message: { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
-        finish_reason: STOP_REASONS[String(message.stop_reason)] ?? 'stop',
+        finish_reason: STOP_REASONS[asText(message.stop_reason)] ?? 'stop',
         logprobs: null,
       },
     ],
@@ -153,7 +154,7 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Cha
     switch (data.type) {
       case 'message_start': {
         const message = (data.message ?? {}) as JsonObject;
-        id = String(message.id ?? id);
+        id = asText(message.id, id);
         model = message.model ?? model;
         input = Number((message.usage as JsonObject | undefined)?.input_tokens ?? 0);
         yield chunk({ role: 'assistant', content: '' });
@@ -170,17 +171,17 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Cha
       }
       case 'content_block_delta': {
         const delta = (data.delta ?? {}) as JsonObject;
-        if (delta.type === 'text_delta') yield chunk({ content: String(delta.text ?? '') });
+        if (delta.type === 'text_delta') yield chunk({ content: asText(delta.text, '') });
         else if (delta.type === 'input_json_delta') {
           const index = toolIndexByBlock.get(Number(data.index)) ?? 0;
-          yield chunk({ tool_calls: [{ index, function: { arguments: String(delta.partial_json ?? '') } }] });
+          yield chunk({ tool_calls: [{ index, function: { arguments: asText(delta.partial_json, '') } }] });
         }
         break;
       }
       case 'message_delta': {
         output = Number((data.usage as JsonObject | undefined)?.output_tokens ?? output);
         const reason = (data.delta as JsonObject | undefined)?.stop_reason;
-        if (reason) yield chunk({}, STOP_REASONS[String(reason)] ?? 'stop');
+        if (reason) yield chunk({}, STOP_REASONS[asText(reason)] ?? 'stop');
         break;
       }
       case 'message_stop':
@@ -196,7 +197,7 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Cha
 
 function anthropicError(parsed: unknown, status: number): { error: Record<string, unknown> } {
   const error = (parsed as { error?: { type?: unknown; message?: unknown } } | null)?.error;
-  return { error: { message: String(error?.message ?? `Upstream answered ${status}`), type: String(error?.type ?? 'upstream_error') } };
+  return { error: { message: asText(error?.message, `Upstream answered ${status}`), type: asText(error?.type, 'upstream_error') } };
 }
 
 /** Anthropic's Messages API behind chat completions (streaming included); no embeddings or moderation. */

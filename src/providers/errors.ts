@@ -1,3 +1,5 @@
+import { asText } from '../platform/text.js';
+
 /**
  * Why an upstream call failed. `http` carries the upstream's status and error body; the others have no answer.
  * `retryable` failures (429, 5xx, timeouts, refused connections) are retried before the first byte and then
@@ -29,7 +31,7 @@ export function openAiErrorBody(status: number, parsed: unknown, text: string): 
   const inner = (parsed as { error?: unknown } | null)?.error;
   if (inner && typeof inner === 'object') {
     const error = inner as Record<string, unknown>;
-    return { error: { ...error, message: String(error.message ?? `Upstream answered ${status}`), type: String(error.type ?? 'upstream_error') } };
+    return { error: { ...error, message: asText(error.message, `Upstream answered ${status}`), type: asText(error.type, 'upstream_error') } };
   }
   if (typeof inner === 'string') return { error: { message: inner, type: 'upstream_error' } };
   const message = (parsed as { message?: unknown } | null)?.message;

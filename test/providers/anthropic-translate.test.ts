@@ -262,6 +262,12 @@ describe('toAnthropicRequest (property)', () => {
   });
 
   // Regression: null entries in tool_calls or tools were dereferenced (a TypeError, so a 500); they are skipped.
+  // Regression (found by the property above): String() threw on `{"toString": false}`, which JSON can carry.
+  it('never throws on objects that cannot be converted to text', () => {
+    expect(() => req([{ role: 'tool', tool_call_id: { toString: false } }])).not.toThrow();
+    expect(() => req([{ role: 'assistant', tool_calls: [{ id: { valueOf: false }, function: { name: { toString: false } } }] }])).not.toThrow();
+  });
+
   it('never throws on null entries in tool_calls or tools', () => {
     expect(() => req([{ role: 'assistant', content: 'x', tool_calls: [null] }])).not.toThrow();
     expect(() => req([{ role: 'user', content: 'x' }], { tools: [null] })).not.toThrow();

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { AppError, ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import { newId } from '../../platform/ids.js';
+import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
 import { estimateChatInput, estimateEmbeddingInput, estimateTokens } from '../../providers/tokens.js';
 import type { Capability, ChatChunk, JsonObject, JsonResult, Provider, ProviderType, Usage } from '../../providers/types.js';
@@ -71,7 +72,7 @@ function clientError(err: UpstreamError): AppError {
   switch (err.failure) {
     case 'http': {
       const status = err.status ?? 502;
-      if (status >= 500) return ERRORS.upstreamFailed(`Upstream model failed with status ${status}: ${String(err.body?.error.message ?? '')}`.trim());
+      if (status >= 500) return ERRORS.upstreamFailed(`Upstream model failed with status ${status}: ${asText(err.body?.error.message)}`.trim());
       return ERRORS.upstreamRejected(status, err.body ?? { error: { message: err.message, type: 'upstream_error' } }, err.retryAfterMs);
     }
     case 'timeout':
