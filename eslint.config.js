@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'data/**', 'coverage/**', 'bench/node_modules/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'data/**', 'coverage/**', 'bench/node_modules/**', 'bench/portkey/node_modules/**', '.test-build/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -2,7 +2,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from '../helpers/app.js';
 import { startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
-import { chat, fakeModel, hasRedis, limitedProject, startDeployment, storedUsage, token, type CounterStore, type Deployment } from './support.js';
+import { chat, fakeModel, hasRedis, limitedProject, startDeployment, storedUsage, token, type CounterStore, type Deployment } from '../limits/support.js';
 
 /**
  * The issue's "Done when": concurrent requests never overspend a budget, on one instance and on two instances

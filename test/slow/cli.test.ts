@@ -5,13 +5,13 @@ import os from 'node:os';
 import path from 'node:path';
 import SQLite from 'better-sqlite3';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { verifyPassword } from '../src/platform/passwords.js';
-import { licenceKeys, signLicence } from './helpers/licence.js';
-import { freePort } from './helpers/net.js';
+import { verifyPassword } from '../../src/platform/passwords.js';
+import { licenceKeys, signLicence } from '../helpers/licence.js';
+import { freePort } from '../helpers/net.js';
 
 // The CLI runs (transpiled once per run by test/global-setup.ts) in real child processes; every process is
 // stopped by its PID in a finally.
-const ROOT = path.resolve(import.meta.dirname, '..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const CLI = [inject('cliEntry')];
 const tempDirs: string[] = [];
 afterAll(() => tempDirs.forEach((dir) => fs.rmSync(dir, { recursive: true, force: true })));

@@ -7,11 +7,11 @@ import path from 'node:path';
 import SQLite from 'better-sqlite3';
 import pino from 'pino';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import type { AuditEvent } from '../src/areas/audit/store.js';
-import { createContext } from '../src/context.js';
-import { newId, randomBase32 } from '../src/platform/ids.js';
-import { BACKENDS, call, createTestApp } from './helpers/app.js';
-import { freePort } from './helpers/net.js';
+import type { AuditEvent } from '../../src/areas/audit/store.js';
+import { createContext } from '../../src/context.js';
+import { newId, randomBase32 } from '../../src/platform/ids.js';
+import { BACKENDS, call, createTestApp } from '../helpers/app.js';
+import { freePort } from '../helpers/net.js';
 
 describe.each(BACKENDS)('in-process shutdown on %s', (backend) => {
   it('app.close() flushes buffered audit events; a reopened context finds them all', async () => {
@@ -54,7 +54,7 @@ describe.each(BACKENDS)('in-process shutdown on %s', (backend) => {
 
 // ---- real process: `waygate serve`, SIGTERM, then read the SQLite file ----
 
-const ROOT = path.resolve(import.meta.dirname, '..');
+const ROOT = path.resolve(import.meta.dirname, '../..');
 const tempDirs: string[] = [];
 afterAll(() => tempDirs.forEach((dir) => fs.rmSync(dir, { recursive: true, force: true })));
 
