@@ -114,10 +114,10 @@ export interface UsageEventsTable {
   created_at: number;
 }
 
-export interface UsageHourlyTable {
+/** usage_hourly (`hour`) and usage_daily (`day`) share every other column. */
+interface UsageRollupColumns {
   tenant_id: string;
   project_id: string;
-  hour: number;
   model: string;
   service: string;
   token_id: string;
@@ -129,6 +129,14 @@ export interface UsageHourlyTable {
   cost: number;
   latency_ms: number;
   upstream_latency_ms: number;
+}
+
+export interface UsageHourlyTable extends UsageRollupColumns {
+  hour: number;
+}
+
+export interface UsageDailyTable extends UsageRollupColumns {
+  day: number;
 }
 
 export interface InstanceMetaTable {
@@ -146,6 +154,7 @@ export interface Database {
   models: ModelsTable;
   usage_events: UsageEventsTable;
   usage_hourly: UsageHourlyTable;
+  usage_daily: UsageDailyTable;
 }
 
 export type Db = Kysely<Database>;

@@ -69,6 +69,31 @@ function add(into: AggregateRow, row: AggregateRow): void {
   into.upstream_latency_ms += row.upstream_latency_ms;
 }
 
+function sum(rows: AggregateRow[]): AggregateRow {
+  const total = { ...EMPTY };
+  for (const row of rows) add(total, row);
+  return total;
+}
+
+/** Rows merged per attribution and the bucket `bucketOf` gives them (null: across all buckets). */
+function collapse(rows: AggregateRow[], bucketOf: (row: AggregateRow) => number | null): AggregateRow[] {
+  const merged = new Map<string, AggregateRow>();
+  for (const row of rows) {
+    const bucket = bucketOf(row);
+    const key = JSON.stringify([bucket, row.model, row.service, row.token_id, row.user_id]);
+    let into = merged.get(key);
+    if (!into) merged.set(key, (into = { ...EMPTY, bucket, model: row.model, service: row.service, token_id: row.token_id, user_id: row.user_id }));
+    add(into, row);
+  }
+  return [...merged.values()];
+}
+
+function byRequests<T extends { requests: number }>(a: T, b: T): number {
+  return b.requests - a.requests;
+}
+
+const DIMENSIONS: Record<GroupBy, Dimension> = { model: 'model', user: 'user_id', token: 'token_id', service: 'service' };
+
 function monthStart(ms: number): number {
   const date = new Date(ms);
   return Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), 1);
@@ -93,7 +118,9 @@ function bucketsOf(range: Range, interval: Interval): number[] {
   const buckets: number[] = [];
   for (let start = bucketStart(range.from, interval); start <= range.to; start = nextBucket(start, interval)) {
     buckets.push(start);
-    if (buckets.length > MAX_BUCKETS) throw ERRORS.validation(`The range holds more than ${MAX_BUCKETS} ${interval}s; use a coarser interval or a shorter range`);
+    if (buckets.length > MAX_BUCKETS) {
+      throw ERRORS.validation(`The range holds more than ${MAX_BUCKETS} ${interval}s; use a shorter range${interval === 'month' ? '' : ' or a coarser interval (group_by=model)'}`);
+    }
   }
   return buckets;
 }
@@ -108,63 +135,56 @@ export class AnalyticsService {
   ) {}
 
   /**
-   * Sums for a range: whole hours from the rollups, the partial hours at either edge from the raw events, merged
-   * per bucket and attribution.
+   * Sums for a range, per bucket and attribution: whole days from the daily rollups (unless grouped by hour), the
+   * other whole hours from the hourly rollups, and the partial hours at either edge from the raw events.
    */
-  private async aggregate(query: AggregateQuery, range: Range, interval?: Interval): Promise<AggregateRow[]> {
+  private async aggregate(query: AggregateQuery, range: Range, interval: Interval): Promise<AggregateRow[]> {
+    const parts: Promise<AggregateRow[]>[] = [];
     const firstHour = Math.ceil(range.from / HOUR_MS) * HOUR_MS;
     const endHour = Math.floor((range.to + 1) / HOUR_MS) * HOUR_MS;
-    const parts: Promise<AggregateRow[]>[] = [];
-    if (firstHour < endHour) {
-      parts.push(this.store.aggregateHours(query, firstHour, endHour));
+    if (firstHour >= endHour) {
+      parts.push(this.store.aggregateEvents(query, range.from, range.to));
+    } else {
       if (range.from < firstHour) parts.push(this.store.aggregateEvents(query, range.from, firstHour - 1));
       if (endHour <= range.to) parts.push(this.store.aggregateEvents(query, endHour, range.to));
-    } else {
-      parts.push(this.store.aggregateEvents(query, range.from, range.to));
+      const firstDay = Math.ceil(firstHour / DAY_MS) * DAY_MS;
+      const endDay = Math.floor(endHour / DAY_MS) * DAY_MS;
+      if (query.bucket !== 'hour' && firstDay < endDay) {
+        parts.push(this.store.aggregateDays(query, firstDay, endDay));
+        if (firstHour < firstDay) parts.push(this.store.aggregateHours(query, firstHour, firstDay));
+        if (endDay < endHour) parts.push(this.store.aggregateHours(query, endDay, endHour));
+      } else {
+        parts.push(this.store.aggregateHours(query, firstHour, endHour));
+      }
     }
-    const merged = new Map<string, AggregateRow>();
-    for (const row of (await Promise.all(parts)).flat()) {
-      const bucket = interval && row.bucket !== null ? bucketStart(row.bucket, interval) : null;
-      const key = JSON.stringify([bucket, row.model, row.service, row.token_id, row.user_id]);
-      let into = merged.get(key);
-      if (!into) merged.set(key, (into = { ...EMPTY, bucket, model: row.model, service: row.service, token_id: row.token_id, user_id: row.user_id }));
-      add(into, row);
-    }
-    return [...merged.values()];
+    return collapse((await Promise.all(parts)).flat(), (row) => (row.bucket === null ? null : bucketStart(row.bucket, interval)));
   }
 
-  private series(rows: AggregateRow[], range: Range, interval: Interval, withModels: boolean) {
+  private series(rows: AggregateRow[], buckets: number[], withModels: boolean) {
     const byBucket = new Map<number, AggregateRow[]>();
     for (const row of rows) byBucket.set(row.bucket!, [...(byBucket.get(row.bucket!) ?? []), row]);
-    return bucketsOf(range, interval).map((start) => {
+    return buckets.map((start) => {
       const inBucket = byBucket.get(start) ?? [];
-      const total = { ...EMPTY };
-      for (const row of inBucket) add(total, row);
-      const point = { period: new Date(start).toISOString(), ...metrics(total) };
+      const point = { period: new Date(start).toISOString(), ...metrics(sum(inBucket)) };
       if (!withModels) return point;
-      const models = inBucket.map((row) => ({ model: row.model, ...metrics(row) })).sort((a, b) => b.requests - a.requests);
+      const models = inBucket.map((row) => ({ model: row.model, ...metrics(row) })).sort(byRequests);
       return { ...point, models };
     });
   }
 
   /** Buffered usage is written before a report, so a call just made is counted. */
   async overview(scope: ProjectScope, range: Range) {
+    const buckets = bucketsOf(range, 'day');
     await this.usage.flush();
-    const [totals, daily, sessions] = await Promise.all([
-      this.aggregate({ scope, dimensions: [] }, range),
-      this.aggregate({ scope, dimensions: [], bucket: 'day' }, range, 'day'),
-      this.recentSessions(scope, range),
-    ]);
-    const total = { ...EMPTY };
-    for (const row of totals) add(total, row);
+    const [daily, sessions] = await Promise.all([this.aggregate({ scope, dimensions: [], bucket: 'day' }, range, 'day'), this.recentSessions(scope, range)]);
     return {
       object: 'analytics.overview' as const,
       from: new Date(range.from).toISOString(),
       to: new Date(range.to).toISOString(),
       currency: CURRENCY,
-      stats: metrics(total),
+      stats: metrics(sum(daily)),
       recent_sessions: sessions,
-      daily: this.series(daily, range, 'day', false),
+      daily: this.series(daily, buckets, false),
     };
   }
 
@@ -188,18 +208,15 @@ export class AnalyticsService {
       }));
   }
 
+  /** One query grouped by entity and period gives both the breakdown and the series. */
   async usageReport(scope: ProjectScope, range: Range, options: { groupBy: GroupBy; interval?: Interval; model?: string }) {
-    await this.usage.flush();
     const model = options.groupBy === 'service' ? undefined : options.model;
-    const dimension: Dimension = { model: 'model', user: 'user_id', token: 'token_id', service: 'service' }[options.groupBy] as Dimension;
+    const dimension = DIMENSIONS[options.groupBy];
     const interval: Interval = options.groupBy === 'model' ? (options.interval ?? 'day') : 'day';
-    const sqlBucket = interval === 'hour' ? 'hour' : 'day';
-    const [grouped, timed] = await Promise.all([
-      this.aggregate({ scope, dimensions: [dimension], model }, range),
-      this.aggregate({ scope, dimensions: options.groupBy === 'model' ? ['model'] : [], bucket: sqlBucket, model }, range, interval),
-    ]);
-    const total = { ...EMPTY };
-    for (const row of grouped) add(total, row);
+    const buckets = bucketsOf(range, interval);
+    await this.usage.flush();
+    const rows = await this.aggregate({ scope, dimensions: [dimension], bucket: interval === 'hour' ? 'hour' : 'day', model }, range, interval);
+    const grouped = collapse(rows, () => null).sort(byRequests);
     const envelope = {
       object: 'analytics.usage' as const,
       group_by: options.groupBy,
@@ -208,19 +225,15 @@ export class AnalyticsService {
       to: new Date(range.to).toISOString(),
       currency: CURRENCY,
       model: model ?? null,
-      totals: metrics(total),
+      totals: metrics(sum(rows)),
     };
-    const byRequests = <T extends { requests: number }>(a: T, b: T) => b.requests - a.requests;
-    const timeseries = this.series(timed, range, interval, options.groupBy === 'model');
-    if (options.groupBy === 'model') {
-      return { ...envelope, by_model: grouped.map((row) => ({ model: row.model, ...metrics(row) })).sort(byRequests), timeseries };
-    }
+    const timeseries = this.series(rows, buckets, options.groupBy === 'model');
+    if (options.groupBy === 'model') return { ...envelope, by_model: grouped.map((row) => ({ model: row.model, ...metrics(row) })), timeseries };
     return { ...envelope, breakdown: await this.breakdown(scope, options.groupBy, grouped), timeseries };
   }
 
-  /** Per-entity attribution, with the names a dashboard shows (token name, user email). */
-  private async breakdown(scope: ProjectScope, groupBy: Exclude<GroupBy, 'model'>, rows: AggregateRow[]) {
-    const sorted = [...rows].sort((a, b) => b.requests - a.requests);
+  /** Per-entity attribution, with the names a dashboard shows (token name, user email); rows come sorted. */
+  private async breakdown(scope: ProjectScope, groupBy: Exclude<GroupBy, 'model'>, sorted: AggregateRow[]) {
     if (groupBy === 'service') return sorted.map((row) => ({ service: row.service, ...metrics(row) }));
     if (groupBy === 'token') {
       const names = new Map((await this.tokens.listAll(scope.tenantId)).map((t) => [t.id, t.name]));

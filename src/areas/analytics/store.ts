@@ -42,15 +42,16 @@ export interface SessionRow {
   models: string;
 }
 
-/** Where sums come from: the hourly rollups (whole hours) or the raw events (partial hours at a range's edges). */
+/** Where sums come from: the daily or hourly rollups (whole days and hours) or the raw events (partial hours). */
 interface Source {
-  table: 'usage_hourly' | 'usage_events';
-  time: 'hour' | 'created_at';
+  table: 'usage_hourly' | 'usage_daily' | 'usage_events';
+  time: 'hour' | 'day' | 'created_at';
   requests: RawBuilder<number>;
   errors: RawBuilder<number>;
 }
 
-const ROLLUPS: Source = { table: 'usage_hourly', time: 'hour', requests: sql<number>`sum(requests)`, errors: sql<number>`sum(errors)` };
+const HOURS: Source = { table: 'usage_hourly', time: 'hour', requests: sql<number>`sum(requests)`, errors: sql<number>`sum(errors)` };
+const DAYS: Source = { table: 'usage_daily', time: 'day', requests: sql<number>`sum(requests)`, errors: sql<number>`sum(errors)` };
 const EVENTS: Source = {
   table: 'usage_events',
   time: 'created_at',
@@ -77,15 +78,20 @@ function toRow(row: Record<string, unknown>): AggregateRow {
 }
 
 /**
- * Read queries over metered usage. Whole hours come from the hourly rollups (one row per project, hour and
- * attribution); the partial hours at the edges of a range come from the raw events, so any range is exact.
+ * Read queries over metered usage. Whole days and hours come from the daily and hourly rollups (one row per project,
+ * period and attribution); the partial hours at the edges of a range come from the raw events, so any range is exact.
  */
 export class AnalyticsStore {
   constructor(private readonly db: Db, private readonly dialect: Dialect) {}
 
-  /** Sums of the rollups of the hours in [fromHour, toHourExclusive). */
+  /** Sums of the daily rollups of the days in [fromDay, toDayExclusive) (never grouped by hour). */
+  aggregateDays(query: AggregateQuery, fromDay: number, toDayExclusive: number): Promise<AggregateRow[]> {
+    return this.aggregate(DAYS, query, fromDay, toDayExclusive);
+  }
+
+  /** Sums of the hourly rollups of the hours in [fromHour, toHourExclusive). */
   aggregateHours(query: AggregateQuery, fromHour: number, toHourExclusive: number): Promise<AggregateRow[]> {
-    return this.aggregate(ROLLUPS, query, fromHour, toHourExclusive);
+    return this.aggregate(HOURS, query, fromHour, toHourExclusive);
   }
 
   /** The same sums straight from the events in [from, to] (inclusive), for the partial hours of a range. */

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Transactor } from '../../db/index.js';
 import type { Db, UsageHourlyTable } from '../../db/types.js';
-import { HOUR_MS } from '../../platform/time.js';
+import { DAY_MS, HOUR_MS } from '../../platform/time.js';
 
 /** One model call, as metered (interface 4.3 reads these). */
 export interface UsageEvent {
@@ -34,13 +34,20 @@ export interface UsageScope {
   tokenId?: string;
 }
 
+/** The rollup tables: one row per project, period and attribution. */
+const ROLLUPS = [
+  { table: 'usage_hourly', column: 'hour', size: HOUR_MS },
+  { table: 'usage_daily', column: 'day', size: DAY_MS },
+] as const;
+
+/** A rollup row; `hour` holds the period's start, whatever the table calls it. */
 type Rollup = UsageHourlyTable;
 
-/** Events of one batch summed per hour and attribution, sorted so concurrent flushes lock rows in one order. */
-function rollupsOf(events: UsageEvent[]): Rollup[] {
+/** Events of one batch summed per period and attribution, sorted so concurrent flushes lock rows in one order. */
+function rollupsOf(events: UsageEvent[], size: number): Rollup[] {
   const byKey = new Map<string, Rollup>();
   for (const e of events) {
-    const hour = Math.floor(e.createdAt / HOUR_MS) * HOUR_MS;
+    const hour = Math.floor(e.createdAt / size) * size;
     const key = JSON.stringify([e.tenantId, e.projectId, hour, e.model, e.service, e.tokenId ?? '', e.userId ?? '']);
     let rollup = byKey.get(key);
     if (!rollup) {
@@ -73,7 +80,7 @@ function chunks<T>(items: T[]): T[][] {
 export class UsageStore {
   constructor(private readonly db: Db, private readonly transaction: Transactor) {}
 
-  /** Appends events and adds them to the hourly rollups, in one transaction. */
+  /** Appends events and adds them to the hourly and daily rollups, in one transaction. */
   async insertMany(events: UsageEvent[]): Promise<void> {
     await this.transaction(async (trx) => {
       for (const part of chunks(events)) {
@@ -90,22 +97,26 @@ export class UsageStore {
           )
           .execute();
       }
-      for (const part of chunks(rollupsOf(events))) {
-        await trx
-          .insertInto('usage_hourly')
-          .values(part)
-          .onConflict((oc) =>
-            oc.columns(['tenant_id', 'project_id', 'hour', 'model', 'service', 'token_id', 'user_id']).doUpdateSet((eb) => ({
-              requests: sql`usage_hourly.requests + ${eb.ref('excluded.requests')}`,
-              errors: sql`usage_hourly.errors + ${eb.ref('excluded.errors')}`,
-              input_tokens: sql`usage_hourly.input_tokens + ${eb.ref('excluded.input_tokens')}`,
-              output_tokens: sql`usage_hourly.output_tokens + ${eb.ref('excluded.output_tokens')}`,
-              cost: sql`usage_hourly.cost + ${eb.ref('excluded.cost')}`,
-              latency_ms: sql`usage_hourly.latency_ms + ${eb.ref('excluded.latency_ms')}`,
-              upstream_latency_ms: sql`usage_hourly.upstream_latency_ms + ${eb.ref('excluded.upstream_latency_ms')}`,
-            })),
-          )
-          .execute();
+      for (const { table, column, size } of ROLLUPS) {
+        for (const part of chunks(rollupsOf(events, size))) {
+          const rows = part.map(({ hour, ...rest }) => ({ ...rest, [column]: hour }));
+          // Both tables have the same columns but for the period's name.
+          await trx
+            .insertInto(table as 'usage_hourly')
+            .values(rows as Rollup[])
+            .onConflict((oc) =>
+              oc.columns(['tenant_id', 'project_id', column as 'hour', 'model', 'service', 'token_id', 'user_id']).doUpdateSet(() => ({
+                requests: sql`${sql.ref(`${table}.requests`)} + excluded.requests`,
+                errors: sql`${sql.ref(`${table}.errors`)} + excluded.errors`,
+                input_tokens: sql`${sql.ref(`${table}.input_tokens`)} + excluded.input_tokens`,
+                output_tokens: sql`${sql.ref(`${table}.output_tokens`)} + excluded.output_tokens`,
+                cost: sql`${sql.ref(`${table}.cost`)} + excluded.cost`,
+                latency_ms: sql`${sql.ref(`${table}.latency_ms`)} + excluded.latency_ms`,
+                upstream_latency_ms: sql`${sql.ref(`${table}.upstream_latency_ms`)} + excluded.upstream_latency_ms`,
+              })),
+            )
+            .execute();
+        }
       }
     });
   }

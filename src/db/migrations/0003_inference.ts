@@ -65,25 +65,27 @@ export function migration0003Inference(dialect: Dialect): Migration {
         .columns(['tenant_id', 'project_id', 'session_id', 'created_at'])
         .execute();
 
-      // One row per project, hour and attribution: analytics read these instead of scanning every event.
-      await db.schema
-        .createTable('usage_hourly')
-        .addColumn('tenant_id', 'text', (c) => c.notNull())
-        .addColumn('project_id', 'text', (c) => c.notNull())
-        .addColumn('hour', bigint, (c) => c.notNull())
-        .addColumn('model', 'text', (c) => c.notNull())
-        .addColumn('service', 'text', (c) => c.notNull())
-        .addColumn('token_id', 'text', (c) => c.notNull())
-        .addColumn('user_id', 'text', (c) => c.notNull())
-        .addColumn('requests', bigint, (c) => c.notNull())
-        .addColumn('errors', bigint, (c) => c.notNull())
-        .addColumn('input_tokens', bigint, (c) => c.notNull())
-        .addColumn('output_tokens', bigint, (c) => c.notNull())
-        .addColumn('cost', double, (c) => c.notNull())
-        .addColumn('latency_ms', double, (c) => c.notNull())
-        .addColumn('upstream_latency_ms', double, (c) => c.notNull())
-        .addPrimaryKeyConstraint('usage_hourly_pk', ['tenant_id', 'project_id', 'hour', 'model', 'service', 'token_id', 'user_id'])
-        .execute();
+      // One row per project, period and attribution, hourly and daily: analytics read these instead of every event.
+      for (const [table, column] of [['usage_hourly', 'hour'], ['usage_daily', 'day']] as const) {
+        await db.schema
+          .createTable(table)
+          .addColumn('tenant_id', 'text', (c) => c.notNull())
+          .addColumn('project_id', 'text', (c) => c.notNull())
+          .addColumn(column, bigint, (c) => c.notNull())
+          .addColumn('model', 'text', (c) => c.notNull())
+          .addColumn('service', 'text', (c) => c.notNull())
+          .addColumn('token_id', 'text', (c) => c.notNull())
+          .addColumn('user_id', 'text', (c) => c.notNull())
+          .addColumn('requests', bigint, (c) => c.notNull())
+          .addColumn('errors', bigint, (c) => c.notNull())
+          .addColumn('input_tokens', bigint, (c) => c.notNull())
+          .addColumn('output_tokens', bigint, (c) => c.notNull())
+          .addColumn('cost', double, (c) => c.notNull())
+          .addColumn('latency_ms', double, (c) => c.notNull())
+          .addColumn('upstream_latency_ms', double, (c) => c.notNull())
+          .addPrimaryKeyConstraint(`${table}_pk`, ['tenant_id', 'project_id', column, 'model', 'service', 'token_id', 'user_id'])
+          .execute();
+      }
     },
   };
 }
