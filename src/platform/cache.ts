@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import { redisCall } from './errors.js';
+import { ExpiringMap } from './expiring-map.js';
 
 /**
  * Shared key/value state with expiry: in-process by default, Redis when REDIS_URL is set so that
@@ -17,42 +18,20 @@ export interface Cache {
   close(): Promise<void>;
 }
 
-interface Entry {
-  value: string;
-  expiresAt: number;
-}
-
 export class MemoryCache implements Cache {
   readonly kind = 'memory';
-  private readonly entries = new Map<string, Entry>();
-  private readonly sweeper: NodeJS.Timeout;
+  private readonly entries: ExpiringMap<string>;
 
-  constructor(private readonly now: () => number = () => Date.now()) {
-    // Expired entries are dropped on read; the sweep bounds memory for keys never read again.
-    this.sweeper = setInterval(() => this.sweep(), 60_000);
-    this.sweeper.unref();
-  }
-
-  private live(key: string): Entry | undefined {
-    const entry = this.entries.get(key);
-    if (entry && entry.expiresAt <= this.now()) {
-      this.entries.delete(key);
-      return undefined;
-    }
-    return entry;
-  }
-
-  private sweep(): void {
-    const now = this.now();
-    for (const [key, entry] of this.entries) if (entry.expiresAt <= now) this.entries.delete(key);
+  constructor(now: () => number = () => Date.now()) {
+    this.entries = new ExpiringMap(now);
   }
 
   async get(key: string): Promise<string | null> {
-    return this.live(key)?.value ?? null;
+    return this.entries.get(key)?.value ?? null;
   }
 
   async set(key: string, value: string, ttlMs: number): Promise<void> {
-    this.entries.set(key, { value, expiresAt: this.now() + ttlMs });
+    this.entries.set(key, value, this.entries.now() + ttlMs);
   }
 
   async del(key: string): Promise<void> {
@@ -60,23 +39,22 @@ export class MemoryCache implements Cache {
   }
 
   async incr(key: string, ttlMs: number): Promise<{ count: number; ttlMs: number }> {
-    const entry = this.live(key);
+    const entry = this.entries.get(key);
     if (!entry) {
-      this.entries.set(key, { value: '1', expiresAt: this.now() + ttlMs });
+      this.entries.set(key, '1', this.entries.now() + ttlMs);
       return { count: 1, ttlMs };
     }
     entry.value = String(Number(entry.value) + 1);
-    return { count: Number(entry.value), ttlMs: entry.expiresAt - this.now() };
+    return { count: Number(entry.value), ttlMs: entry.expiresAt - this.entries.now() };
   }
 
   async decr(key: string): Promise<void> {
-    const entry = this.live(key);
+    const entry = this.entries.get(key);
     if (entry) entry.value = String(Math.max(0, Number(entry.value) - 1));
   }
 
   async close(): Promise<void> {
-    clearInterval(this.sweeper);
-    this.entries.clear();
+    this.entries.close();
   }
 }
 

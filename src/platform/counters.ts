@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import { redisCall } from './errors.js';
+import { ExpiringMap } from './expiring-map.js';
 
 /**
  * One limit to check and reserve against, in integers (requests, tokens, nano-dollars). A counter takes `base`
@@ -38,40 +39,15 @@ export interface Counters {
   close(): Promise<void>;
 }
 
-interface Entry {
-  value: number;
-  expiresAt: number;
-}
-
 export class MemoryCounters implements Counters {
-  private readonly entries = new Map<string, Entry>();
-  private readonly sweeper: NodeJS.Timeout;
-
-  constructor() {
-    this.sweeper = setInterval(() => this.sweep(), 60_000);
-    this.sweeper.unref();
-  }
-
-  private live(key: string, now: number): Entry | undefined {
-    const entry = this.entries.get(key);
-    if (entry && entry.expiresAt <= now) {
-      this.entries.delete(key);
-      return undefined;
-    }
-    return entry;
-  }
-
-  private sweep(): void {
-    const now = Date.now();
-    for (const [key, entry] of this.entries) if (entry.expiresAt <= now) this.entries.delete(key);
-  }
+  private readonly entries = new ExpiringMap<number>();
 
   // Synchronous from check to increment: nothing else runs in between on this event loop.
   async reserve(counters: CounterReservation[], request: AllowanceRequest): Promise<ReserveOutcome> {
     const now = Date.now();
     let allowance = request.desired;
     for (const [index, counter] of counters.entries()) {
-      const entry = this.live(counter.key, now);
+      const entry = this.entries.get(counter.key, now);
       if (!entry && counter.seeded) return { ok: false, index, reason: 'unseeded' };
       const headroom = counter.limit - (entry?.value ?? 0) - counter.base;
       if (headroom < 0) return { ok: false, index, reason: 'limit' };
@@ -80,9 +56,9 @@ export class MemoryCounters implements Counters {
     }
     for (const counter of counters) {
       const amount = counter.base + counter.perUnit * allowance;
-      const entry = this.live(counter.key, now);
+      const entry = this.entries.get(counter.key, now);
       if (entry) entry.value += amount;
-      else this.entries.set(counter.key, { value: amount, expiresAt: counter.ttlMs > 0 ? now + counter.ttlMs : Infinity });
+      else this.entries.set(counter.key, amount, counter.ttlMs > 0 ? now + counter.ttlMs : Infinity);
     }
     return { ok: true, allowance };
   }
@@ -90,18 +66,18 @@ export class MemoryCounters implements Counters {
   async adjust(changes: { key: string; amount: number }[]): Promise<void> {
     const now = Date.now();
     for (const change of changes) {
-      const entry = this.live(change.key, now);
+      const entry = this.entries.get(change.key, now);
       if (entry) entry.value += change.amount;
     }
   }
 
   async seed(key: string, value: number, ttlMs: number): Promise<void> {
-    if (!this.live(key, Date.now())) this.entries.set(key, { value, expiresAt: ttlMs > 0 ? Date.now() + ttlMs : Infinity });
+    const now = Date.now();
+    if (!this.entries.get(key, now)) this.entries.set(key, value, ttlMs > 0 ? now + ttlMs : Infinity);
   }
 
   async close(): Promise<void> {
-    clearInterval(this.sweeper);
-    this.entries.clear();
+    this.entries.close();
   }
 }
 

@@ -106,6 +106,18 @@ export async function flushAudit(t: Pick<TestApp, 'ctx'>): Promise<void> {
   await t.ctx.services.audit.flush();
 }
 
+/** The config of one more instance on a deployment from `tempDeployment`: the test admin, plus `env`. */
+export function deploymentConfig(deployment: { dataDir: string; databaseUrl: string }, env: Record<string, string> = {}): Config {
+  return loadConfig({
+    WAYGATE_DATA_DIR: deployment.dataDir,
+    DATABASE_URL: deployment.databaseUrl,
+    WAYGATE_ADMIN_EMAIL: ADMIN_EMAIL,
+    WAYGATE_ADMIN_PASSWORD: ADMIN_PASSWORD,
+    WAYGATE_LOGIN_MAX_ATTEMPTS_PER_ADDRESS: '1000000',
+    ...env,
+  });
+}
+
 /**
  * A data directory and an empty database (a SQLite file in it, or a fresh PostgreSQL database) for tests that
  * build their own contexts; `remove` deletes both.

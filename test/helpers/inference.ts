@@ -2,6 +2,8 @@ import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { ADMIN_EMAIL, call, createTestApp, createToken, type TestApp, type TestAppOptions } from './app.js';
 import { startFakeOpenAi, type FakeUpstream } from './fake-upstream.js';
 import { registerModel } from './models.js';
+import type { Selectable } from 'kysely';
+import type { UsageEventsTable } from '../../src/db/types.js';
 
 /** Prefix of the OpenAI-compatible client endpoints. */
 export const CLIENT = '/api/client/v1';
@@ -80,29 +82,7 @@ export function streamedText(events: Record<string, unknown>[]): string {
   return text;
 }
 
-export interface UsageRow {
-  id: string;
-  tenant_id: string;
-  project_id: string;
-  token_id: string | null;
-  user_id: string | null;
-  model: string;
-  provider: string;
-  service: string;
-  endpoint: string;
-  input_tokens: number;
-  output_tokens: number;
-  total_tokens: number;
-  cost: number;
-  currency: string;
-  latency_ms: number;
-  upstream_latency_ms: number;
-  status: number;
-  request_id: string;
-  session_id: string | null;
-  streamed: number;
-  created_at: number;
-}
+export type UsageRow = Selectable<UsageEventsTable>;
 
 /** Flushes buffered usage and returns the usage events of one model (numbers as numbers on both backends). */
 export async function usageRowsOf(t: TestApp, model: string): Promise<UsageRow[]> {

@@ -2,11 +2,10 @@ import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import { createContext, type Context } from '../../src/context.js';
 import { RedisCache } from '../../src/platform/cache.js';
 import { randomBase32 } from '../../src/platform/ids.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call, tempDeployment } from '../helpers/app.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call, deploymentConfig, tempDeployment } from '../helpers/app.js';
 import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
 
 const hasRedis = await redisReachable();
@@ -23,14 +22,7 @@ describe.skipIf(!hasRedis).each(BACKENDS)('two instances sharing %s and Redis', 
   beforeAll(async () => {
     const deployment = await tempDeployment(backend);
     cleanups.push(deployment.remove);
-    const config = loadConfig({
-      WAYGATE_DATA_DIR: deployment.dataDir,
-      DATABASE_URL: deployment.databaseUrl,
-      REDIS_URL: TEST_REDIS_URL,
-      WAYGATE_ADMIN_EMAIL: ADMIN_EMAIL,
-      WAYGATE_ADMIN_PASSWORD: ADMIN_PASSWORD,
-      WAYGATE_LOGIN_MAX_ATTEMPTS: '3',
-    });
+    const config = deploymentConfig(deployment, { REDIS_URL: TEST_REDIS_URL, WAYGATE_LOGIN_MAX_ATTEMPTS: '3' });
     const logger = pino({ level: 'silent' });
     contexts.push(await createContext(config, { logger, cachePrefix: prefix }), await createContext(config, { logger, cachePrefix: prefix }));
     a = await buildApp(contexts[0]!);

@@ -2,11 +2,10 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import pino from 'pino';
 import { expect } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import { createContext, type Context } from '../../src/context.js';
 import { RedisCache } from '../../src/platform/cache.js';
 import { randomBase32 } from '../../src/platform/ids.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call, createToken, tempDeployment, type Backend } from '../helpers/app.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call, createToken, deploymentConfig, tempDeployment, type Backend } from '../helpers/app.js';
 import type { FakeUpstream } from '../helpers/fake-upstream.js';
 import { chatBody, registerModel } from '../helpers/models.js';
 import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
@@ -57,14 +56,7 @@ export async function openDeployment(backend: Backend): Promise<Deployment> {
     instances,
     session: '',
     async start(redisPrefix) {
-      const config = loadConfig({
-        WAYGATE_DATA_DIR: deployment.dataDir,
-        DATABASE_URL: deployment.databaseUrl,
-        WAYGATE_ADMIN_EMAIL: ADMIN_EMAIL,
-        WAYGATE_ADMIN_PASSWORD: ADMIN_PASSWORD,
-        WAYGATE_LOGIN_MAX_ATTEMPTS_PER_ADDRESS: '1000000',
-        ...(redisPrefix ? { REDIS_URL: TEST_REDIS_URL } : {}),
-      });
+      const config = deploymentConfig(deployment, redisPrefix ? { REDIS_URL: TEST_REDIS_URL } : {});
       if (redisPrefix) prefixes.add(redisPrefix);
       const ctx = await createContext(config, { logger, cachePrefix: redisPrefix ?? newRedisPrefix() });
       const app = await buildApp(ctx);
