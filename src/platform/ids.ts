@@ -2,11 +2,26 @@ import { randomBytes } from 'node:crypto';
 
 const ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
 
+/** CSPRNG bytes are drawn in blocks: one system call per block instead of one per id (ids are made per request). */
+const POOL_SIZE = 4096;
+let pool = randomBytes(POOL_SIZE);
+let offset = 0;
+
 /** Random base32 text of `length` characters (5 bits each, from the CSPRNG). */
 export function randomBase32(length: number): string {
-  const bytes = randomBytes(length);
+  if (length > POOL_SIZE) return encode(randomBytes(length), 0, length);
+  if (offset + length > POOL_SIZE) {
+    pool = randomBytes(POOL_SIZE);
+    offset = 0;
+  }
+  const out = encode(pool, offset, length);
+  offset += length;
+  return out;
+}
+
+function encode(bytes: Buffer, start: number, length: number): string {
   let out = '';
-  for (let i = 0; i < length; i++) out += ALPHABET[bytes[i]! & 31];
+  for (let i = start; i < start + length; i++) out += ALPHABET[bytes[i]! & 31];
   return out;
 }
 

@@ -55,7 +55,7 @@ export class UpstreamClient {
   constructor(private readonly settings: UpstreamSettings) {
     this.agent = new Agent({
       keepAliveTimeout: 30_000,
-      connections: 512,
+      // No cap on connections per upstream: a cap would queue long streams behind each other.
       connect: { timeout: settings.connectTimeoutMs },
       headersTimeout: settings.readTimeoutMs,
       bodyTimeout: settings.readTimeoutMs,

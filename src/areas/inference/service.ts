@@ -84,6 +84,12 @@ function clientError(err: UpstreamError): AppError {
   }
 }
 
+/** Token estimates are only needed under a limit or when an upstream reports no usage: computed once, on demand. */
+function once(compute: () => number): () => number {
+  let value: number | undefined;
+  return () => (value ??= compute());
+}
+
 function statusOf(err: unknown): number {
   if (err instanceof AppError) return err.statusCode;
   return 500;
@@ -131,12 +137,12 @@ export class InferenceService {
     return subjects;
   }
 
-  private async admit(caller: Caller, model: ResolvedModel, inputTokens: number, desiredOutput: number): Promise<Reservation | null> {
+  private async admit(caller: Caller, model: ResolvedModel, estimateInput: () => number, desiredOutput: number): Promise<Reservation | null> {
     const subjects = await this.subjects(caller);
     if (subjects.length === 0) return null;
     const pricing = model.record.pricing ?? NO_PRICE;
     const estimate: Estimate = {
-      inputTokens,
+      inputTokens: estimateInput(),
       desiredOutput,
       minimumOutput: desiredOutput > 0 ? 1 : 0,
       inputPricePerToken: pricing.inputPer1M / 1e6,
@@ -200,15 +206,15 @@ export class InferenceService {
   private async jsonCall(
     caller: Caller,
     body: JsonObject,
-    options: { capability: Capability; service: string; endpoint: string; inputTokens: number; desiredOutput: number },
+    options: { capability: Capability; service: string; endpoint: string; estimateInput: () => number; desiredOutput: number },
     run: (provider: Provider, model: ResolvedModel, body: JsonObject) => Promise<JsonResult>,
   ): Promise<JsonAnswer> {
     const candidates = await this.candidates(caller.scope, body.model, options.capability);
-    const reservation = await this.admit(caller, candidates[0]!, options.inputTokens, options.desiredOutput);
+    const reservation = await this.admit(caller, candidates[0]!, options.estimateInput, options.desiredOutput);
     const upstreamBody = capped(body, reservation);
     try {
       const { model, answer } = await this.firstAnswer(candidates, (m) => run(this.providers[m.record.provider.type], m, upstreamBody));
-      const usage = answer.usage ?? { inputTokens: options.inputTokens, outputTokens: 0, estimated: true };
+      const usage = answer.usage ?? { inputTokens: options.estimateInput(), outputTokens: 0, estimated: true };
       await this.settle(reservation, model, usage);
       this.meter(caller, model, options.endpoint, options.service, usage, 200, answer.upstreamMs, false);
       return { body: answer.body, raw: answer.raw, upstreamMs: answer.upstreamMs };
@@ -220,23 +226,23 @@ export class InferenceService {
   }
 
   chat(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
-    const inputTokens = estimateChatInput(body);
+    const estimateInput = once(() => estimateChatInput(body));
     const desiredOutput = requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE;
-    return this.jsonCall(caller, body, { capability: 'chat', service: 'chat', endpoint: '/chat/completions', inputTokens, desiredOutput }, (provider, model, upstreamBody) =>
+    return this.jsonCall(caller, body, { capability: 'chat', service: 'chat', endpoint: '/chat/completions', estimateInput, desiredOutput }, (provider, model, upstreamBody) =>
       provider.chat(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
     );
   }
 
   embeddings(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
-    const inputTokens = estimateEmbeddingInput(body.input);
-    return this.jsonCall(caller, body, { capability: 'embeddings', service: 'embeddings', endpoint: '/embeddings', inputTokens, desiredOutput: 0 }, (provider, model, upstreamBody) =>
+    const estimateInput = once(() => estimateEmbeddingInput(body.input));
+    return this.jsonCall(caller, body, { capability: 'embeddings', service: 'embeddings', endpoint: '/embeddings', estimateInput, desiredOutput: 0 }, (provider, model, upstreamBody) =>
       provider.embeddings(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
     );
   }
 
   moderations(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
-    const inputTokens = estimateEmbeddingInput(body.input);
-    return this.jsonCall(caller, body, { capability: 'moderation', service: 'moderations', endpoint: '/moderations', inputTokens, desiredOutput: 0 }, (provider, model, upstreamBody) =>
+    const estimateInput = once(() => estimateEmbeddingInput(body.input));
+    return this.jsonCall(caller, body, { capability: 'moderation', service: 'moderations', endpoint: '/moderations', estimateInput, desiredOutput: 0 }, (provider, model, upstreamBody) =>
       provider.moderations(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
     );
   }
@@ -247,8 +253,8 @@ export class InferenceService {
    */
   async chatStream(caller: Caller, body: JsonObject): Promise<StreamAnswer> {
     const candidates = await this.candidates(caller.scope, body.model, 'chat');
-    const inputTokens = estimateChatInput(body);
-    const reservation = await this.admit(caller, candidates[0]!, inputTokens, requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE);
+    const estimateInput = once(() => estimateChatInput(body));
+    const reservation = await this.admit(caller, candidates[0]!, estimateInput, requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE);
     const upstreamBody = capped(body, reservation);
     let started: { model: ResolvedModel; answer: Awaited<ReturnType<Provider['chatStream']>> };
     try {
@@ -259,14 +265,14 @@ export class InferenceService {
       throw err;
     }
     const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
-    return { frames: this.frames(caller, started.model, started.answer.chunks, { reservation, inputTokens, includeUsage, upstreamStartedAt: performance.now() - started.answer.upstreamMs }), upstreamMs: started.answer.upstreamMs };
+    return { frames: this.frames(caller, started.model, started.answer.chunks, { reservation, estimateInput, includeUsage, upstreamStartedAt: performance.now() - started.answer.upstreamMs }), upstreamMs: started.answer.upstreamMs };
   }
 
   private async *frames(
     caller: Caller,
     model: ResolvedModel,
     chunks: AsyncIterable<ChatChunk>,
-    options: { reservation: Reservation | null; inputTokens: number; includeUsage: boolean; upstreamStartedAt: number },
+    options: { reservation: Reservation | null; estimateInput: () => number; includeUsage: boolean; upstreamStartedAt: number },
   ): AsyncGenerator<string> {
     let usage: Usage | null = null;
     let text = '';
@@ -286,7 +292,7 @@ export class InferenceService {
         yield `data: ${chunk.raw ?? JSON.stringify(chunk.data)}\n\n`;
       }
       if (!usage) {
-        usage = { inputTokens: options.inputTokens, outputTokens: estimateTokens(text), estimated: true };
+        usage = { inputTokens: options.estimateInput(), outputTokens: estimateTokens(text), estimated: true };
         if (options.includeUsage) {
           const base = last?.data ?? {};
           const counted = { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens };
@@ -307,7 +313,7 @@ export class InferenceService {
     } finally {
       // Also reached when the client disconnects mid-stream (the generator is closed): what was streamed is billed.
       if (caller.signal.aborted && status === 200) status = STATUS_CLIENT_CLOSED;
-      usage ??= { inputTokens: options.inputTokens, outputTokens: estimateTokens(text), estimated: true };
+      usage ??= { inputTokens: options.estimateInput(), outputTokens: estimateTokens(text), estimated: true };
       await this.settle(options.reservation, model, usage);
       this.meter(caller, model, '/chat/completions', 'chat', usage, status, performance.now() - options.upstreamStartedAt, true);
     }
