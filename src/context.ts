@@ -95,7 +95,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const tenants = new TenantService(database.transaction, new TenantStore(db), projects, users, tokens);
     const auth = new AuthService({ ...config, sessionSecret }, users, projects, cache);
     const audit = new AuditService(new AuditStore(db), log);
-    const usage = new UsageService(new UsageStore(db, database.transaction), log);
+    const usage = new UsageService(new UsageStore(db, database.dialect, database.transaction), log);
     const limits = new LimitService(counters, usage);
     const models = new ModelService(new ModelStore(db, database.dialect), secrets, bus, config.localModels);
     await models.start();
