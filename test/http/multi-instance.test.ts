@@ -1,11 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../../src/app.js';
-import { createContext, type Context } from '../../src/context.js';
-import { RedisCache } from '../../src/platform/cache.js';
 import { randomBase32 } from '../../src/platform/ids.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call, deploymentConfig, tempDeployment } from '../helpers/app.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call } from '../helpers/app.js';
+import { twoInstances, type TwoInstances } from '../helpers/instances.js';
 import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
 
 const hasRedis = await redisReachable();
@@ -15,29 +12,15 @@ if (!hasRedis) console.warn(`skipping multi-instance tests: no Redis at ${TEST_R
 describe.skipIf(!hasRedis).each(BACKENDS)('two instances sharing %s and Redis', (backend) => {
   let a: FastifyInstance;
   let b: FastifyInstance;
-  const contexts: Context[] = [];
-  const prefix = `waygate-test:${randomBase32(10)}:`;
-  const cleanups: (() => Promise<void>)[] = [];
+  let instances: TwoInstances;
 
   beforeAll(async () => {
-    const deployment = await tempDeployment(backend);
-    cleanups.push(deployment.remove);
-    const config = deploymentConfig(deployment, { REDIS_URL: TEST_REDIS_URL, WAYGATE_LOGIN_MAX_ATTEMPTS: '3' });
-    const logger = pino({ level: 'silent' });
-    contexts.push(await createContext(config, { logger, cachePrefix: prefix }), await createContext(config, { logger, cachePrefix: prefix }));
-    a = await buildApp(contexts[0]!);
-    b = await buildApp(contexts[1]!);
-    cleanups.push(async () => {
-      const cache = new RedisCache(TEST_REDIS_URL, prefix);
-      await cache.clearPrefix();
-      await cache.close();
-    });
+    instances = await twoInstances(backend, { WAYGATE_LOGIN_MAX_ATTEMPTS: '3' });
+    ({ a, b } = instances);
   });
 
   afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    for (const cleanup of cleanups.reverse()) await cleanup();
+    await instances?.close();
   });
 
   async function login(app: FastifyInstance, password = ADMIN_PASSWORD) {
@@ -64,7 +47,7 @@ describe.skipIf(!hasRedis).each(BACKENDS)('two instances sharing %s and Redis', 
   it('a chosen token value that one instance saw as unknown works there as soon as another instance creates it', async () => {
     const value = `wgt_${randomBase32(43)}`;
     expect((await call(b, value, { method: 'GET', url: '/api/client/v1/token' })).statusCode).toBe(401); // remembered as unknown on b
-    const ctxA = contexts[0]!;
+    const ctxA = instances.contexts[0];
     await ctxA.services.tokens.ensure(ctxA.bootstrap.tenantId, { name: 'chosen', projectId: ctxA.bootstrap.projectId, role: 'viewer' }, value);
     let status = 0;
     for (let attempt = 0; attempt < 40 && status !== 200; attempt++) {

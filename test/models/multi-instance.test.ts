@@ -1,11 +1,8 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../../src/app.js';
-import { createContext, type Context } from '../../src/context.js';
-import { RedisCache } from '../../src/platform/cache.js';
 import { randomBase32 } from '../../src/platform/ids.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call, deploymentConfig, tempDeployment } from '../helpers/app.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call } from '../helpers/app.js';
+import { twoInstances, type TwoInstances } from '../helpers/instances.js';
 import { chatBody } from '../helpers/models.js';
 import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
 
@@ -34,25 +31,13 @@ const replyOf = (res: LightMyRequestResponse) => (res.statusCode === 200 ? (res.
 describe.skipIf(!hasRedis).each(BACKENDS)('model changes across two instances sharing %s and Redis', (backend) => {
   let a: FastifyInstance;
   let b: FastifyInstance;
-  const contexts: Context[] = [];
-  const prefix = `waygate-test:${randomBase32(10)}:`;
-  const cleanups: (() => Promise<void>)[] = [];
+  let instances: TwoInstances;
   let session: string;
   let token: string;
 
   beforeAll(async () => {
-    const deployment = await tempDeployment(backend);
-    cleanups.push(deployment.remove);
-    const config = deploymentConfig(deployment, { REDIS_URL: TEST_REDIS_URL });
-    const logger = pino({ level: 'silent' });
-    contexts.push(await createContext(config, { logger, cachePrefix: prefix }), await createContext(config, { logger, cachePrefix: prefix }));
-    a = await buildApp(contexts[0]!);
-    b = await buildApp(contexts[1]!);
-    cleanups.push(async () => {
-      const cache = new RedisCache(TEST_REDIS_URL, prefix);
-      await cache.clearPrefix();
-      await cache.close();
-    });
+    instances = await twoInstances(backend);
+    ({ a, b } = instances);
     session = (await a.inject({ method: 'POST', url: '/api/auth/login', payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } })).json().token;
     const created = await call(a, session, { method: 'POST', url: '/api/tokens', payload: { name: 'shared', projectId: 'default', role: 'member' } });
     if (created.statusCode !== 201) throw new Error(created.body);
@@ -60,9 +45,7 @@ describe.skipIf(!hasRedis).each(BACKENDS)('model changes across two instances sh
   });
 
   afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    for (const cleanup of cleanups.reverse()) await cleanup();
+    await instances?.close();
   });
 
   const chatOnB = (key: string) => () => call(b, token, { method: 'POST', url: '/api/client/v1/chat/completions', payload: chatBody(key) });
@@ -97,7 +80,7 @@ describe.skipIf(!hasRedis).each(BACKENDS)('model changes across two instances sh
     expect(replyOf(await eventually(chatOnB(key), (res) => res.statusCode === 200))).toBe('cached');
 
     // Removed behind the services' back: no notice, so instance 2 still has it.
-    await contexts[0]!.database.db.deleteFrom('models').where('key', '=', key).execute();
+    await instances.contexts[0].database.db.deleteFrom('models').where('key', '=', key).execute();
     expect(replyOf(await chatOnB(key)())).toBe('cached');
 
     // Any change through the API clears the project's copy everywhere; the removal then shows.
