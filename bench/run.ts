@@ -1,14 +1,15 @@
 /**
- * `npm run bench`: every benchmark in bench/, one after the other (auth-overhead, then inference).
+ * `npm run bench`: every benchmark in bench/, one after the other (auth-overhead, inference, analytics).
  *
  *   npm run bench                                  # all, default options
  *   npm run bench -- --rounds 1 --no-pin           # all; options go to every benchmark (use the ones both know)
  *   npm run bench -- inference --memory-requests 0 # only the named benchmark, with its own options
  */
+import { analyticsBench } from './analytics.js';
 import { authOverhead } from './auth-overhead.js';
 import { inference } from './inference.js';
 
-const benchmarks: Record<string, (argv: string[]) => Promise<void>> = { 'auth-overhead': authOverhead, inference };
+const benchmarks: Record<string, (argv: string[]) => Promise<void>> = { 'auth-overhead': authOverhead, inference, analytics: analyticsBench };
 
 async function main(argv: string[]): Promise<void> {
   const [first, ...rest] = argv;

@@ -14,13 +14,12 @@
  * Keep-alive everywhere. Prints `listening <port>` on stdout once it listens. Responses are the same for every
  * request apart from the echoed model name and the number of embeddings.
  */
-import { spawn } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { REPO_ROOT } from './server.js';
+import { startChild, type ChildServer } from './child.js';
 
 export interface UpstreamConfig {
   port: number;
@@ -148,57 +147,16 @@ export function createUpstream(config: UpstreamConfig): http.Server {
   return server;
 }
 
-export interface UpstreamProcess {
-  pid: number;
-  port: number;
+export interface UpstreamProcess extends ChildServer {
   /** The OpenAI SDK style base URL: http://127.0.0.1:PORT/v1 */
   baseUrl: string;
-  stop(): Promise<void>;
 }
 
 /** Starts the fake upstream as a child process, pinned with `taskset -c <cpus>` when cpus is set. */
 export async function startUpstream(options: { cpus: string | null; chunks: number; holdChunkMs: number }): Promise<UpstreamProcess> {
-  const script = fileURLToPath(import.meta.url);
-  const args = ['--import', 'tsx', script, '--port', '0', '--chunks', String(options.chunks), '--hold-chunk-ms', String(options.holdChunkMs)];
-  const [command, argv] = options.cpus ? ['taskset', ['-c', options.cpus, process.execPath, ...args]] : [process.execPath, args];
-  const child = spawn(command, argv, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { PATH: process.env.PATH, HOME: process.env.HOME } });
-  if (child.pid === undefined) throw new Error('could not start the fake upstream');
-  const pid = child.pid;
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error('the fake upstream did not start within 30 s')), 30_000);
-    child.stdout.on('data', (part: Buffer) => {
-      out += part.toString('utf8');
-      const match = /listening (\d+)/.exec(out);
-      if (match) {
-        clearTimeout(timer);
-        resolve(Number(match[1]));
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`the fake upstream exited with ${code}: ${out.slice(-500)}`));
-    });
-  });
-  child.stdout.resume();
-  let stopped = false;
-  return {
-    pid,
-    port,
-    baseUrl: `http://127.0.0.1:${port}/v1`,
-    stop: async () => {
-      if (stopped) return;
-      stopped = true;
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-      process.kill(pid, 'SIGTERM');
-      const timer = setTimeout(() => {
-        if (child.exitCode === null && child.signalCode === null) process.kill(pid, 'SIGKILL');
-      }, 5_000);
-      await exited;
-      clearTimeout(timer);
-    },
-  };
+  const args = ['--port', '0', '--chunks', String(options.chunks), '--hold-chunk-ms', String(options.holdChunkMs)];
+  const child = await startChild('fake upstream', fileURLToPath(import.meta.url), args, options.cpus);
+  return { ...child, baseUrl: `http://127.0.0.1:${child.port}/v1` };
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {

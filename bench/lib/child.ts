@@ -1,0 +1,58 @@
+import { spawn } from 'node:child_process';
+import { REPO_ROOT } from './server.js';
+
+/** A helper server of the benchmark (fake upstream, bare proxy) running as its own process. */
+export interface ChildServer {
+  pid: number;
+  port: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs `node --import tsx <script> ...args` (through `taskset -c <cpus>` when cpus is set; taskset execs node, so the
+ * PID is node's) and resolves with the port once the script prints `listening <port>` on stdout.
+ */
+export async function startChild(label: string, script: string, args: string[], cpus: string | null): Promise<ChildServer> {
+  const nodeArgs = ['--import', 'tsx', script, ...args];
+  const [command, argv] = cpus ? ['taskset', ['-c', cpus, process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
+  const child = spawn(command, argv, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { PATH: process.env.PATH, HOME: process.env.HOME } });
+  if (child.pid === undefined) throw new Error(`could not start the ${label}`);
+  const pid = child.pid;
+  const port = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`the ${label} did not start within 30 s`));
+    }, 30_000);
+    child.stdout.on('data', (part: Buffer) => {
+      out += part.toString('utf8');
+      const match = /listening (\d+)/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolve(Number(match[1]));
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the ${label} exited with ${code}: ${out.slice(-500)}`));
+    });
+  });
+  child.stdout.resume();
+  let stopped = false;
+  return {
+    pid,
+    port,
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      process.kill(pid, 'SIGTERM');
+      const timer = setTimeout(() => {
+        if (child.exitCode === null && child.signalCode === null) process.kill(pid, 'SIGKILL');
+      }, 5_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
