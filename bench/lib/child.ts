@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { REPO_ROOT } from './server.js';
+import { REPO_ROOT, terminate } from './server.js';
 
 /** A helper server of the benchmark (fake upstream, bare proxy) running as its own process. */
 export interface ChildServer {
@@ -45,14 +45,7 @@ export async function startChild(label: string, script: string, args: string[], 
     stop: async () => {
       if (stopped) return;
       stopped = true;
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-      process.kill(pid, 'SIGTERM');
-      const timer = setTimeout(() => {
-        if (child.exitCode === null && child.signalCode === null) process.kill(pid, 'SIGKILL');
-      }, 5_000);
-      await exited;
-      clearTimeout(timer);
+      await terminate(child, 5_000);
     },
   };
 }

@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { REPO_ROOT, cpuSecondsOf, freePort } from './server.js';
+import { REPO_ROOT, cpuSecondsOf, freePort, terminate } from './server.js';
 
 export const PORTKEY_DIR = path.join(REPO_ROOT, 'bench', 'portkey');
 const ENTRY = path.join(PORTKEY_DIR, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
@@ -73,15 +73,7 @@ export async function startPortkey(options: { cpus: string | null; nodeArgs?: st
   const stop = async () => {
     if (stopped) return;
     stopped = true;
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-      process.kill(pid, 'SIGTERM');
-      const timer = setTimeout(() => {
-        if (child.exitCode === null && child.signalCode === null) process.kill(pid, 'SIGKILL');
-      }, 5_000);
-      await exited;
-      clearTimeout(timer);
-    }
+    await terminate(child, 5_000);
     fs.rmSync(logDir, { recursive: true, force: true });
   };
   const deadline = Date.now() + 30_000;

@@ -82,6 +82,16 @@ function waitForExit(child: ChildProcess, ms: number): Promise<boolean> {
   });
 }
 
+/** Stops a child process by its PID: SIGTERM, then SIGKILL when it has not exited after `graceMs`. */
+export async function terminate(child: ChildProcess, graceMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
+  process.kill(child.pid, 'SIGTERM');
+  if (!(await waitForExit(child, graceMs))) {
+    process.kill(child.pid, 'SIGKILL');
+    await waitForExit(child, 5_000);
+  }
+}
+
 /** Clock ticks per second for /proc/<pid>/stat; 100 on every mainstream Linux build. */
 const CLOCK_TICKS = 100;
 
@@ -177,13 +187,7 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
   const stop = async () => {
     if (stopped) return;
     stopped = true;
-    if (child.exitCode === null && child.signalCode === null) {
-      process.kill(pid, 'SIGTERM');
-      if (!(await waitForExit(child, 10_000))) {
-        process.kill(pid, 'SIGKILL');
-        await waitForExit(child, 5_000);
-      }
-    }
+    await terminate(child, 10_000);
     fs.rmSync(dataDir, { recursive: true, force: true });
   };
 
