@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 import { ERRORS } from '../../http/errors.js';
 import type { Principal } from '../../http/principal.js';
 import { roleAtLeast, type PermissionMap, type Role } from '../../http/rbac.js';
@@ -46,8 +46,9 @@ export interface TokenCheck {
 /** Who creates a token: a dashboard user, or the system (bootstrap, CLI). */
 export type TokenCreator = { kind: 'system'; tenantId: string } | Extract<Principal, { kind: 'user' }>;
 
+/** SHA-256 hex of a token value; the one-shot crypto.hash skips the Hash object (this runs on every request). */
 export function hashToken(value: string): string {
-  return createHash('sha256').update(value).digest('hex');
+  return hash('sha256', value, 'hex');
 }
 
 export function generateTokenValue(): string {
