@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import type http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { REPO_ROOT, terminate } from './server.js';
 
 /** A helper server of the benchmark (fake upstream, bare proxy) running as its own process. */
@@ -48,4 +50,20 @@ export async function startChild(label: string, script: string, args: string[], 
       await terminate(child, 5_000);
     },
   };
+}
+
+/**
+ * The child side of startChild: listens on loopback, prints `listening <port>` for the parent, and closes every
+ * connection on SIGTERM or SIGINT.
+ */
+export function serveChild(server: http.Server, port: number): void {
+  server.listen({ host: '127.0.0.1', port, backlog: 4096 }, () => {
+    process.stdout.write(`listening ${(server.address() as AddressInfo).port}\n`);
+  });
+  const shutdown = () => {
+    server.closeAllConnections();
+    server.close(() => process.exit(0));
+  };
+  process.once('SIGTERM', shutdown);
+  process.once('SIGINT', shutdown);
 }

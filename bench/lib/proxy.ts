@@ -9,12 +9,11 @@
  * are piped back chunk by chunk. Prints `listening <port>` once it listens.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Agent } from 'undici';
-import { startChild, type ChildServer } from './child.js';
+import { serveChild, startChild, type ChildServer } from './child.js';
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'host']);
 
@@ -57,13 +56,5 @@ if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.ar
   const { values } = parseArgs({ options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' } } });
   if (!values.upstream) throw new Error('--upstream http://127.0.0.1:PORT is required');
   const server = createProxy(new URL(values.upstream).origin);
-  server.listen({ host: '127.0.0.1', port: Number(values.port), backlog: 4096 }, () => {
-    process.stdout.write(`listening ${(server.address() as AddressInfo).port}\n`);
-  });
-  const shutdown = () => {
-    server.closeAllConnections();
-    server.close(() => process.exit(0));
-  };
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  serveChild(server, Number(values.port));
 }

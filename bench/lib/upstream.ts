@@ -15,11 +15,10 @@
  * request apart from the echoed model name and the number of embeddings.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { startChild, type ChildServer } from './child.js';
+import { serveChild, startChild, type ChildServer } from './child.js';
 
 export interface UpstreamConfig {
   port: number;
@@ -164,13 +163,5 @@ if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.ar
     options: { port: { type: 'string', default: '0' }, chunks: { type: 'string', default: '8' }, 'hold-chunk-ms': { type: 'string', default: '100' } },
   });
   const server = createUpstream({ port: Number(values.port), chunks: Number(values.chunks), holdChunkMs: Number(values['hold-chunk-ms']) });
-  server.listen({ host: '127.0.0.1', port: Number(values.port), backlog: 4096 }, () => {
-    process.stdout.write(`listening ${(server.address() as AddressInfo).port}\n`);
-  });
-  const shutdown = () => {
-    server.closeAllConnections();
-    server.close(() => process.exit(0));
-  };
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  serveChild(server, Number(values.port));
 }

@@ -19,7 +19,6 @@ export interface UpstreamRequest {
 }
 
 export interface UpstreamResponse {
-  status: number;
   /** Milliseconds until the response headers arrived (the last attempt). */
   ms: number;
 }
@@ -87,7 +86,7 @@ export class UpstreamClient {
           signal: request.signal,
         });
         const ms = performance.now() - started;
-        if (response.statusCode >= 200 && response.statusCode < 300) return { status: response.statusCode, ms, ...(await onSuccess(response)) };
+        if (response.statusCode >= 200 && response.statusCode < 300) return { ms, ...(await onSuccess(response)) };
         const text = await response.body.text();
         failure = new UpstreamError('http', `Upstream answered ${response.statusCode}`, response.statusCode, openAiErrorBody(response.statusCode, safeParse(text), text), retryAfterMs(response.headers['retry-after']));
       } catch (err) {

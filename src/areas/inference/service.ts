@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { AppError, ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
+import { DependencyUnavailableError } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
@@ -90,9 +91,10 @@ function once(compute: () => number): () => number {
   return () => (value ??= compute());
 }
 
+/** The status the client is answered for a failed call (as the error handler maps it), for its usage event. */
 function statusOf(err: unknown): number {
   if (err instanceof AppError) return err.statusCode;
-  return 500;
+  return err instanceof DependencyUnavailableError ? 503 : 500;
 }
 
 /**
