@@ -1,13 +1,21 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import SQLite from 'better-sqlite3';
+import { createRequire } from 'node:module';
+import type BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
-import pg from 'pg';
+import type Pg from 'pg';
 import type { DatabaseTarget } from '../config.js';
 import type { Database, Db, Dialect } from './types.js';
 
-// bigint columns hold millisecond timestamps, which fit a JS number exactly.
-pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+// Only the configured driver is loaded: the other one would just take memory.
+const require = createRequire(import.meta.url);
+
+function loadPg(): typeof Pg {
+  const pg = require('pg') as typeof Pg;
+  // bigint columns hold millisecond timestamps, which fit a JS number exactly.
+  pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+  return pg;
+}
 
 /** Runs `fn` in one transaction; services pass the transaction on to the services whose rows it writes. */
 export type Transactor = <T>(fn: (trx: Db) => Promise<T>) => Promise<T>;
@@ -26,7 +34,7 @@ export function openDatabase(target: DatabaseTarget, onError: (err: Error) => vo
   if (target.kind === 'postgres') {
     // pg applies this bound to connecting and to waiting for a free pooled connection alike: generous enough for a
     // busy pool, bounded so requests, readiness checks and shutdown do not hang on an unreachable server.
-    const pool = new pg.Pool({ connectionString: target.url, max: target.poolSize, connectionTimeoutMillis: 15_000 });
+    const pool = new (loadPg().Pool)({ connectionString: target.url, max: target.poolSize, connectionTimeoutMillis: 15_000 });
     pool.on('error', onError);
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     return {
@@ -38,6 +46,7 @@ export function openDatabase(target: DatabaseTarget, onError: (err: Error) => vo
     };
   }
   if (target.file !== ':memory:') fs.mkdirSync(path.dirname(target.file), { recursive: true });
+  const SQLite = require('better-sqlite3') as typeof BetterSqlite3;
   const sqlite = new SQLite(target.file);
   // WAL lets readers run beside the single writer; busy_timeout waits for a lock instead of failing.
   sqlite.pragma('journal_mode = WAL');

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { connectRedis } from './redis.js';
 
 export type BusHandler = (message: string) => void;
 
@@ -36,11 +37,8 @@ export class RedisBus implements Bus {
   private readonly emitter = new EventEmitter();
 
   constructor(url: string, private readonly prefix = 'waygate:') {
-    this.publisher = new Redis(url, { maxRetriesPerRequest: 1, connectTimeout: 2_000 });
-    this.subscriber = new Redis(url, { maxRetriesPerRequest: 1, connectTimeout: 2_000 });
-    // Failures show up in the cache health check; these stop ioredis' unhandled-error crash.
-    this.publisher.on('error', () => undefined);
-    this.subscriber.on('error', () => undefined);
+    this.publisher = connectRedis(url);
+    this.subscriber = connectRedis(url);
     this.subscriber.on('message', (channel: string, message: string) => {
       this.emitter.emit(channel.slice(this.prefix.length), message);
     });

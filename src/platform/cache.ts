@@ -1,6 +1,7 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { redisCall } from './errors.js';
 import { ExpiringMap } from './expiring-map.js';
+import { connectRedis } from './redis.js';
 
 /**
  * Shared key/value state with expiry: in-process by default, Redis when REDIS_URL is set so that
@@ -64,10 +65,7 @@ export class RedisCache implements Cache {
 
   /** `prefix` keeps keys of one deployment (or one test run) apart from everything else in the server. */
   constructor(url: string, private readonly prefix = 'waygate:') {
-    // While Redis is down a command fails after one reconnection attempt, so requests answer 503 instead of hanging.
-    this.redis = new Redis(url, { maxRetriesPerRequest: 1, connectTimeout: 2_000 });
-    // Connection errors surface through the failed commands and the health check; this stops the unhandled-event crash.
-    this.redis.on('error', () => undefined);
+    this.redis = connectRedis(url);
   }
 
   private call<T>(operation: () => Promise<T>): Promise<T> {

@@ -1,6 +1,7 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { redisCall } from './errors.js';
 import { ExpiringMap } from './expiring-map.js';
+import { connectRedis } from './redis.js';
 
 /**
  * One limit to check and reserve against, in integers (requests, tokens, nano-dollars). A counter takes `base`
@@ -118,8 +119,7 @@ export class RedisCounters implements Counters {
   private readonly redis: Redis;
 
   constructor(url: string, private readonly prefix = 'waygate:') {
-    this.redis = new Redis(url, { maxRetriesPerRequest: 1, connectTimeout: 2_000 });
-    this.redis.on('error', () => undefined);
+    this.redis = connectRedis(url);
   }
 
   private call<T>(operation: () => Promise<T>): Promise<T> {
