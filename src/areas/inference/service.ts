@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { AppError, ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import { DependencyUnavailableError } from '../../platform/errors.js';
-import { newId } from '../../platform/ids.js';
+import { timeOrderedId } from '../../platform/ids.js';
 import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
 import { estimateChatInput, estimateEmbeddingInput, estimateTokens } from '../../providers/tokens.js';
@@ -172,8 +172,9 @@ export class InferenceService {
   private meter(caller: Caller, model: ResolvedModel, endpoint: string, service: string, usage: Usage | null, status: number, upstreamMs: number, streamed: boolean): void {
     const input = usage?.inputTokens ?? 0;
     const output = usage?.outputTokens ?? 0;
+    const now = Date.now();
     this.usage.record({
-      id: newId('use'),
+      id: timeOrderedId('use', now),
       tenantId: caller.scope.tenantId,
       projectId: caller.scope.projectId,
       tokenId: caller.tokenId,
@@ -192,7 +193,7 @@ export class InferenceService {
       requestId: caller.requestId,
       sessionId: caller.sessionId,
       streamed,
-      createdAt: Date.now(),
+      createdAt: now,
     });
   }
 
