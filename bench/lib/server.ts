@@ -146,6 +146,19 @@ export function memoryMbOf(pid: number, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): num
   }
 }
 
+/**
+ * The environment and node flags of `npm start` (the last command of package.json's start script), so that the
+ * benchmarks measure the process users run: e.g. `MALLOC_ARENA_MAX=2 node --max-semi-space-size=2 dist/main.js`.
+ */
+export function startScriptRuntime(): { env: Record<string, string>; nodeArgs: string[] } {
+  const pkg = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } };
+  const words = pkg.scripts.start.split('&&').at(-1)!.trim().split(/\s+/);
+  const node = words.indexOf('node');
+  if (node < 0) throw new Error(`package.json start script does not end with a node command: ${pkg.scripts.start}`);
+  const env = Object.fromEntries(words.slice(0, node).map((word) => [word.slice(0, word.indexOf('=')), word.slice(word.indexOf('=') + 1)]));
+  return { env, nodeArgs: words.slice(node + 1).filter((word) => word.startsWith('--')) };
+}
+
 /** Starts Waygate as a child process on a loopback port with its own temp data directory; resolves once ready. */
 export async function startServer(options: ServerOptions): Promise<BenchServer> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'waygate-bench-'));
@@ -155,6 +168,7 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
   const token = `wgt_${randomBytes(32).toString('base64url')}`;
   const adminEmail = 'bench@example.com';
   const adminPassword = randomBytes(18).toString('base64url');
+  const runtime = startScriptRuntime();
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
@@ -166,6 +180,7 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
     WAYGATE_ADMIN_EMAIL: adminEmail,
     WAYGATE_ADMIN_PASSWORD: adminPassword,
     LOG_LEVEL: options.logLevel,
+    ...runtime.env,
     ...options.env,
   };
   const entryArgs = options.mainFile
@@ -173,7 +188,7 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
     : options.entry === 'dist'
       ? [path.join(REPO_ROOT, 'dist', 'main.js')]
       : ['--import', 'tsx', path.join(REPO_ROOT, 'src', 'main.ts')];
-  const nodeArgs = [...(options.nodeArgs ?? []), ...entryArgs];
+  const nodeArgs = [...runtime.nodeArgs, ...(options.nodeArgs ?? []), ...entryArgs];
   const [command, args] = options.cpus ? ['taskset', ['-c', options.cpus, process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const log = fs.openSync(logFile, 'a');
   // taskset execs node, so the child's PID is the server's PID.
