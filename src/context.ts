@@ -67,7 +67,9 @@ export interface ContextOptions {
 }
 
 export async function createContext(config: Config, options: ContextOptions = {}): Promise<Context> {
-  const log = options.logger ?? pino({ level: config.logLevel });
+  // Asynchronous writes: a log line never blocks the event loop on a slow disk or pipe, and lines written while one
+  // write is in flight go out together. Pino flushes what is left when the process exits.
+  const log = options.logger ?? pino({ level: config.logLevel }, pino.destination({ dest: 1, sync: false }));
   const database = openDatabase(config.database, (err) => log.warn({ err }, 'database connection lost; reconnecting on next use'));
   let cache: Cache | undefined;
   let bus: Bus | undefined;
