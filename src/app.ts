@@ -43,16 +43,20 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
   app.decorateRequest('auditResource', null);
   app.decorateRequest('auditActor', null);
   app.decorateRequest('upstreamMs', 0);
-  app.addHook('onRequest', async (request) => {
+  // Hooks on every request take a callback rather than returning a promise: one promise and microtask less each.
+  app.addHook('onRequest', (request, _reply, done) => {
     request.requestId = request.id;
+    done();
   });
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     request.log.info({ method: request.method, url: request.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    done();
   });
-  app.addHook('onSend', async (request, reply) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('x-waygate-overhead-ms', Math.max(0, reply.elapsedTime - request.upstreamMs).toFixed(3));
     // While shutting down, tell keep-alive clients to go, so close() is not left waiting on their idle sockets.
     if (ctx.health.stopping) reply.header('connection', 'close');
+    done(null, payload);
   });
   app.addHook('onClose', async () => ctx.close());
 

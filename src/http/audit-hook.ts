@@ -24,36 +24,41 @@ function resourceFromParams(request: FastifyRequest): string | null {
  * sanitized event: who, what, where and the outcome. Never a header value, a token, a password or a body.
  */
 export function registerAuditHook(app: FastifyInstance, audit: AuditService): void {
-  app.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {
-    const statusCode = reply.statusCode;
-    const operationId = operationIdOf(request);
-    if (!operationId) return; // unrouted (404) and undocumented internal routes
-    const refused = statusCode === 401 || statusCode === 403;
-    if (!refused && (!STATE_CHANGING.has(request.method) || request.routeOptions.config.audited === false)) return;
-    const principal = request.principal;
-    const actor = request.auditActor;
-    const [area] = operationId.split('.');
-    const path = request.url.split('?')[0] ?? request.url;
-    const userAgent = request.headers['user-agent'];
-    audit.record({
-      id: newId('aud'),
-      tenantId: principal?.tenantId ?? actor?.tenantId ?? null,
-      projectId: principal ? principal.projectId : (actor?.projectId ?? null),
-      requestId: request.requestId,
-      actorType: principal?.kind ?? (actor?.tokenId ? 'api_token' : actor ? 'user' : 'system'),
-      actorUserId: principal?.kind === 'user' ? principal.userId : (principal?.userId ?? actor?.userId ?? null),
-      apiTokenId: principal?.kind === 'api_token' ? principal.tokenId : (actor?.tokenId ?? null),
-      service: ROUTE_PERMISSIONS[operationId]?.service ?? area ?? 'unknown',
-      action: operationId,
-      method: request.method,
-      path: path.slice(0, 512),
-      statusCode,
-      outcome: outcomeOf(statusCode),
-      ipAddress: request.ip ?? null,
-      userAgent: typeof userAgent === 'string' ? userAgent.slice(0, 256) : null,
-      resourceType: request.auditResource?.type ?? null,
-      resourceId: request.auditResource?.id ?? resourceFromParams(request),
-      createdAt: Date.now(),
-    });
+  app.addHook('onResponse', (request, reply, done) => {
+    recordAudit(audit, request, reply);
+    done();
+  });
+}
+
+function recordAudit(audit: AuditService, request: FastifyRequest, reply: FastifyReply): void {
+  const statusCode = reply.statusCode;
+  const operationId = operationIdOf(request);
+  if (!operationId) return; // unrouted (404) and undocumented internal routes
+  const refused = statusCode === 401 || statusCode === 403;
+  if (!refused && (!STATE_CHANGING.has(request.method) || request.routeOptions.config.audited === false)) return;
+  const principal = request.principal;
+  const actor = request.auditActor;
+  const [area] = operationId.split('.');
+  const path = request.url.split('?')[0] ?? request.url;
+  const userAgent = request.headers['user-agent'];
+  audit.record({
+    id: newId('aud'),
+    tenantId: principal?.tenantId ?? actor?.tenantId ?? null,
+    projectId: principal ? principal.projectId : (actor?.projectId ?? null),
+    requestId: request.requestId,
+    actorType: principal?.kind ?? (actor?.tokenId ? 'api_token' : actor ? 'user' : 'system'),
+    actorUserId: principal?.kind === 'user' ? principal.userId : (principal?.userId ?? actor?.userId ?? null),
+    apiTokenId: principal?.kind === 'api_token' ? principal.tokenId : (actor?.tokenId ?? null),
+    service: ROUTE_PERMISSIONS[operationId]?.service ?? area ?? 'unknown',
+    action: operationId,
+    method: request.method,
+    path: path.slice(0, 512),
+    statusCode,
+    outcome: outcomeOf(statusCode),
+    ipAddress: request.ip ?? null,
+    userAgent: typeof userAgent === 'string' ? userAgent.slice(0, 256) : null,
+    resourceType: request.auditResource?.type ?? null,
+    resourceId: request.auditResource?.id ?? resourceFromParams(request),
+    createdAt: Date.now(),
   });
 }

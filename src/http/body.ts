@@ -66,7 +66,7 @@ export function registerJsonParser(app: FastifyInstance): void {
 
 /** NUL cannot be stored in PostgreSQL text; %00 is the only way one reaches decoded path parameters and query values. */
 export function rejectNulInUrls(app: FastifyInstance): void {
-  app.addHook('onRequest', async (request) => {
-    if (request.url.includes('%00')) throw ERRORS.nulCharacter('URL');
+  app.addHook('onRequest', (request, _reply, done) => {
+    done(request.url.includes('%00') ? ERRORS.nulCharacter('URL') : undefined);
   });
 }
