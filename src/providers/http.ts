@@ -47,6 +47,21 @@ function retryAfterMs(header: string | string[] | undefined): number | undefined
   return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
 }
 
+/** Parsed upstream URLs: a handful of distinct ones, parsed again on every call otherwise. */
+const MAX_PARSED_URLS = 1_000;
+const parsedUrls = new Map<string, { origin: string; path: string }>();
+
+function parseUrl(url: string): { origin: string; path: string } {
+  let parsed = parsedUrls.get(url);
+  if (!parsed) {
+    const { origin, pathname, search } = new URL(url);
+    parsed = { origin, path: pathname + search };
+    if (parsedUrls.size >= MAX_PARSED_URLS) parsedUrls.clear();
+    parsedUrls.set(url, parsed);
+  }
+  return parsed;
+}
+
 /** Keep-alive connection pools to every upstream origin, with timeouts and retries before the first byte. */
 export class UpstreamClient {
   private readonly agent: Agent;
@@ -72,14 +87,14 @@ export class UpstreamClient {
   }
 
   private async withRetries<T>(request: UpstreamRequest, onSuccess: (response: Awaited<ReturnType<Agent['request']>>) => Promise<T>): Promise<UpstreamResponse & T> {
-    const url = new URL(request.url);
+    const url = parseUrl(request.url);
     for (let attempt = 0; ; attempt++) {
       const started = performance.now();
       let failure: UpstreamError;
       try {
         const response = await this.agent.request({
           origin: url.origin,
-          path: url.pathname + url.search,
+          path: url.path,
           method: 'POST',
           headers: { 'content-type': 'application/json', ...request.headers },
           body: request.body,
