@@ -41,6 +41,11 @@ export interface Config {
     /** Extra attempts after a 429, 5xx, timeout or refused connection, before the first byte. */
     retries: number;
   };
+  files: {
+    /** Where new document-store objects are written: `disk` (the data directory) or `database`. */
+    storage: 'disk' | 'database';
+    maxObjectBytes: number;
+  };
 }
 
 /** A bad environment variable: the message is one line that names it. */
@@ -86,6 +91,14 @@ function trustProxy(env: Env): boolean | number {
   if (raw === 'true') return true;
   if (/^\d{1,2}$/.test(raw)) return Number(raw);
   throw new ConfigError('WAYGATE_TRUST_PROXY', `must be true, false or a number of proxy hops, got ${quoted(raw)}`);
+}
+
+function filesStorage(env: Env, database: DatabaseTarget): 'disk' | 'database' {
+  const raw = text(env, 'WAYGATE_FILES_STORAGE')?.toLowerCase();
+  // Instances sharing a PostgreSQL database cannot read each other's data directories.
+  if (raw === undefined) return database.kind === 'postgres' ? 'database' : 'disk';
+  if (raw === 'disk' || raw === 'database') return raw;
+  throw new ConfigError('WAYGATE_FILES_STORAGE', `must be disk or database, got ${quoted(raw)}`);
 }
 
 function databaseTarget(raw: string | undefined, dataDir: string, poolSize: number): DatabaseTarget {
@@ -135,10 +148,11 @@ export function loadConfig(env: Env = process.env): Config {
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError('LOG_LEVEL', `must be one of fatal, error, warn, info, debug, trace, silent, got ${quoted(logLevel)}`);
   }
+  const database = databaseTarget(text(env, 'DATABASE_URL'), dataDir, integer(env, 'WAYGATE_DATABASE_POOL_SIZE', 10, 1, 1000));
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),
     host: text(env, 'HOST') ?? '127.0.0.1',
-    database: databaseTarget(text(env, 'DATABASE_URL'), dataDir, integer(env, 'WAYGATE_DATABASE_POOL_SIZE', 10, 1, 1000)),
+    database,
     dataDir,
     redisUrl,
     secretKey,
@@ -162,6 +176,10 @@ export function loadConfig(env: Env = process.env): Config {
       connectTimeoutMs: integer(env, 'WAYGATE_UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, 100, 600_000),
       readTimeoutMs: integer(env, 'WAYGATE_UPSTREAM_TIMEOUT_MS', 300_000, 100, 3_600_000),
       retries: integer(env, 'WAYGATE_UPSTREAM_RETRIES', 2, 0, 10),
+    },
+    files: {
+      storage: filesStorage(env, database),
+      maxObjectBytes: integer(env, 'WAYGATE_FILES_MAX_BYTES', 100 * 1024 * 1024, 1, 1024 ** 4),
     },
   };
 }

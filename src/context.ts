@@ -1,9 +1,14 @@
+import path from 'node:path';
 import pino, { type Logger } from 'pino';
 import { AnalyticsService } from './areas/analytics/service.js';
 import { AnalyticsStore } from './areas/analytics/store.js';
 import { AuditService } from './areas/audit/service.js';
 import { AuditStore } from './areas/audit/store.js';
 import { AuthService } from './areas/auth/service.js';
+import { FileService } from './areas/files/service.js';
+import { DatabaseBlobStorage } from './areas/files/storage/database.js';
+import { DiskBlobStorage } from './areas/files/storage/disk.js';
+import { FileStore } from './areas/files/store.js';
 import { InferenceService } from './areas/inference/service.js';
 import { LimitService } from './areas/limits/service.js';
 import { ModelService } from './areas/models/service.js';
@@ -46,6 +51,7 @@ export interface Context {
     analytics: AnalyticsService;
     audit: AuditService;
     auth: AuthService;
+    files: FileService;
     inference: InferenceService;
     limits: LimitService;
     models: ModelService;
@@ -104,6 +110,11 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const upstream = new UpstreamClient(config.upstream);
     const inference = new InferenceService(models, createProviders(upstream), limits, projects, usage, log);
     const analytics = new AnalyticsService(new AnalyticsStore(db, database.dialect), usage, tokens, users);
+    const files = new FileService(
+      new FileStore(db, database.dialect, database.transaction),
+      { disk: new DiskBlobStorage(path.join(config.dataDir, 'files')), database: new DatabaseBlobStorage(db) },
+      { storage: config.files.storage, maxObjectBytes: config.files.maxObjectBytes },
+    );
     const bootstrap = await tenants.bootstrap(options.skipBootstrapToken ? { ...config, bootstrapToken: undefined } : config);
 
     const health = new HealthRegistry();
@@ -123,7 +134,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
       licence,
       health,
       bootstrap,
-      services: { analytics, audit, auth, inference, limits, models, projects, tenants, tokens, usage, users },
+      services: { analytics, audit, auth, files, inference, limits, models, projects, tenants, tokens, usage, users },
       async close() {
         await usage.close();
         await audit.close();

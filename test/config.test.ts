@@ -147,6 +147,9 @@ describe('loadConfig rejects bad values with a one-line ConfigError naming the v
     ['WAYGATE_LOGIN_WINDOW_SECONDS', { WAYGATE_LOGIN_WINDOW_SECONDS: 'soon' }],
     ['WAYGATE_SESSION_TTL_SECONDS', { WAYGATE_SESSION_TTL_SECONDS: '5' }],
     ['WAYGATE_TRUST_PROXY', { WAYGATE_TRUST_PROXY: 'maybe' }],
+    ['WAYGATE_FILES_STORAGE', { WAYGATE_FILES_STORAGE: 's3' }],
+    ['WAYGATE_FILES_MAX_BYTES', { WAYGATE_FILES_MAX_BYTES: '0' }],
+    ['WAYGATE_FILES_MAX_BYTES', { WAYGATE_FILES_MAX_BYTES: '1e6' }],
   ])('%s in %j', (variable, env) => {
     const error = configError(env);
     expect(error.name).toBe('ConfigError');
@@ -164,5 +167,14 @@ describe('loadConfig rejects bad values with a one-line ConfigError naming the v
     const error = configError({ WAYGATE_SECRET_KEY: 'hunter2-secret' });
     expect(error.message).not.toContain('hunter2-secret');
     expect(configError({ WAYGATE_ADMIN_PASSWORD: 'pw1234' }).message).not.toContain('pw1234');
+  });
+});
+
+describe('document store configuration', () => {
+  it('keeps files on disk with SQLite and in the database with PostgreSQL, unless told otherwise', () => {
+    expect(loadConfig({}).files).toEqual({ storage: 'disk', maxObjectBytes: 100 * 1024 * 1024 });
+    expect(loadConfig({ DATABASE_URL: 'postgres://localhost/waygate' }).files.storage).toBe('database');
+    expect(loadConfig({ DATABASE_URL: 'postgres://localhost/waygate', WAYGATE_FILES_STORAGE: 'disk' }).files.storage).toBe('disk');
+    expect(loadConfig({ WAYGATE_FILES_STORAGE: 'Database', WAYGATE_FILES_MAX_BYTES: '1024' }).files).toEqual({ storage: 'database', maxObjectBytes: 1024 });
   });
 });

@@ -4,6 +4,7 @@ import type { Db, Dialect } from './types.js';
 import { migration0001Identity } from './migrations/0001_identity.js';
 import { migration0002SessionVersion } from './migrations/0002_session_version.js';
 import { migration0003Inference } from './migrations/0003_inference.js';
+import { migration0004Files } from './migrations/0004_files.js';
 
 /** Forward-only migrations, the same files for SQLite and PostgreSQL, applied in name order. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -11,6 +12,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0001_identity': migration0001Identity(dialect),
     '0002_session_version': migration0002SessionVersion,
     '0003_inference': migration0003Inference(dialect),
+    '0004_files': migration0004Files(dialect),
   };
 }
 

@@ -139,6 +139,33 @@ export interface UsageDailyTable extends UsageRollupColumns {
   day: number;
 }
 
+export interface FileBucketsTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  key: string;
+  name: string;
+  created_at: number;
+}
+
+export interface FileObjectsTable {
+  id: string;
+  bucket_id: string;
+  object_key: string;
+  size: number;
+  content_type: string;
+  sha256: string;
+  storage: string;
+  blob_id: string;
+  created_at: number;
+}
+
+export interface FileBlobsTable {
+  blob_id: string;
+  seq: number;
+  data: Buffer;
+}
+
 export interface InstanceMetaTable {
   key: string;
   value: string;
@@ -155,6 +182,9 @@ export interface Database {
   usage_events: UsageEventsTable;
   usage_hourly: UsageHourlyTable;
   usage_daily: UsageDailyTable;
+  file_buckets: FileBucketsTable;
+  file_objects: FileObjectsTable;
+  file_blobs: FileBlobsTable;
 }
 
 export type Db = Kysely<Database>;

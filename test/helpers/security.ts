@@ -44,7 +44,44 @@ export const CLIENT_ROUTES: RouteSpec[] = [
     okStatus: 200,
     request: async (t) => ({ method: 'POST', url: '/api/client/v1/moderations', payload: { model: await mockModel(t, ['moderation']), input: 'hi' } }),
   },
+  { operation: 'POST /api/client/v1/files/buckets', okStatus: 201, request: () => ({ method: 'POST', url: '/api/client/v1/files/buckets', payload: { key: `sec-${unique()}` } }) },
+  { operation: 'GET /api/client/v1/files/buckets', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/files/buckets' }) },
+  {
+    operation: 'GET /api/client/v1/files/buckets/{bucketKey}/objects',
+    okStatus: 200,
+    request: async (t) => ({ method: 'GET', url: `/api/client/v1/files/buckets/${await securityBucket(t)}/objects` }),
+  },
+  {
+    operation: 'PUT /api/client/v1/files/buckets/{bucketKey}/objects/{*}',
+    okStatus: 201,
+    request: async (t) => ({ method: 'PUT', url: `/api/client/v1/files/buckets/${await securityBucket(t)}/objects/doc-${unique()}.txt`, payload: 'hello' }),
+  },
+  {
+    operation: 'GET /api/client/v1/files/buckets/{bucketKey}/objects/{*}',
+    okStatus: 200,
+    request: async (t) => ({ method: 'GET', url: `/api/client/v1/files/buckets/${await securityBucket(t)}/objects/${await securityObject(t)}` }),
+  },
+  {
+    operation: 'DELETE /api/client/v1/files/buckets/{bucketKey}/objects/{*}',
+    okStatus: 200,
+    request: async (t) => ({ method: 'DELETE', url: `/api/client/v1/files/buckets/${await securityBucket(t)}/objects/${await securityObject(t)}` }),
+  },
 ];
+
+/** A bucket of project default for the document-store cases (created once per app). */
+async function securityBucket(t: TestApp): Promise<string> {
+  const res = await call(t.app, t.ownerToken, { method: 'POST', url: '/api/client/v1/files/buckets', payload: { key: 'security-cases' } });
+  if (res.statusCode !== 201 && res.statusCode !== 409) throw new Error(`bucket create failed: ${res.statusCode} ${res.body}`);
+  return 'security-cases';
+}
+
+/** A fresh object in that bucket: a positive DELETE removes it, so every request gets its own. */
+async function securityObject(t: TestApp): Promise<string> {
+  const key = `doc-${unique()}.txt`;
+  const res = await call(t.app, t.ownerToken, { method: 'PUT', url: `/api/client/v1/files/buckets/${await securityBucket(t)}/objects/${key}`, payload: 'hello' });
+  if (res.statusCode !== 201) throw new Error(`object put failed: ${res.statusCode} ${res.body}`);
+  return key;
+}
 
 /** Registers a mock model with the given capabilities in project default and returns its key. */
 function mockModel(t: TestApp, capabilities: string[]): Promise<string> {

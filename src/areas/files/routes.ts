@@ -1,0 +1,104 @@
+import type { Static } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Context } from '../../context.js';
+import { projectScope, requireApiToken } from '../../http/guards.js';
+import type { BucketRecord, ObjectRecord } from './store.js';
+import {
+  createBucketSchema,
+  deleteObjectSchema,
+  getObjectSchema,
+  listBucketsSchema,
+  listObjectsSchema,
+  putObjectSchema,
+  type CreateBucketBody,
+  type ObjectListQuery,
+} from './schemas.js';
+
+const seconds = (ms: number) => Math.floor(ms / 1000);
+
+function bucketView(bucket: BucketRecord) {
+  return { object: 'bucket' as const, key: bucket.key, name: bucket.name, created_at: seconds(bucket.createdAt) };
+}
+
+function objectView(bucket: BucketRecord, object: ObjectRecord) {
+  return {
+    bucket_key: bucket.key,
+    object_key: object.key,
+    size: object.size,
+    content_type: object.contentType,
+    sha256: object.sha256,
+    created_at: seconds(object.createdAt),
+  };
+}
+
+type ObjectRequest = FastifyRequest<{ Params: { bucketKey: string; '*': string } }>;
+
+/** The object key is the rest of the path: it may contain "/". */
+const objectKeyOf = (request: ObjectRequest) => request.params['*'];
+
+/** The document store (client API): project-scoped buckets of objects, streamed in and out. */
+export async function fileRoutes(app: FastifyInstance, { ctx }: { ctx: Context }): Promise<void> {
+  const { files } = ctx.services;
+  requireApiToken(app, ctx.services.tokens);
+
+  app.post<{ Body: Static<typeof CreateBucketBody> }>('/api/client/v1/files/buckets', { schema: createBucketSchema }, async (request, reply) => {
+    const bucket = await files.createBucket(projectScope(request), request.body);
+    request.auditResource = { type: 'bucket', id: bucket.key };
+    return reply.status(201).send(bucketView(bucket));
+  });
+
+  app.get('/api/client/v1/files/buckets', { schema: listBucketsSchema }, async (request) => ({
+    object: 'list' as const,
+    data: (await files.listBuckets(projectScope(request))).map(bucketView),
+  }));
+
+  app.get<{ Params: { bucketKey: string }; Querystring: Static<typeof ObjectListQuery> }>(
+    '/api/client/v1/files/buckets/:bucketKey/objects',
+    { schema: listObjectsSchema },
+    async (request) => {
+      const { prefix, after, limit } = request.query;
+      const page = await files.listObjects(projectScope(request), request.params.bucketKey, { prefix, after, limit: Math.min(1000, Math.max(1, limit ?? 100)) });
+      return { object: 'list' as const, data: page.objects.map((object) => objectView(page.bucket, object)), has_more: page.hasMore };
+    },
+  );
+
+  app.get('/api/client/v1/files/buckets/:bucketKey/objects/*', { schema: getObjectSchema }, async (request: ObjectRequest, reply) => {
+    const { object } = await files.object(projectScope(request), request.params.bucketKey, objectKeyOf(request));
+    return reply
+      .header('content-type', object.contentType)
+      .header('content-length', object.size)
+      .header('etag', `"${object.sha256}"`)
+      .send(files.read(object));
+  });
+
+  app.delete('/api/client/v1/files/buckets/:bucketKey/objects/*', { schema: deleteObjectSchema }, async (request: ObjectRequest) => {
+    request.auditResource = { type: 'object', id: `${request.params.bucketKey}/${objectKeyOf(request)}`.slice(0, 512) };
+    const { bucket, object } = await files.deleteObject(projectScope(request), request.params.bucketKey, objectKeyOf(request));
+    return { deleted: true as const, bucket_key: bucket.key, object_key: object.key };
+  });
+
+  await app.register(objectUploadRoute, { ctx });
+}
+
+/**
+ * PUT takes any body as a stream, so it lives in its own scope without the JSON parser: every content type (none
+ * included) reaches the handler unread, and the size limit is the document store's, not the JSON body limit.
+ */
+async function objectUploadRoute(app: FastifyInstance, { ctx }: { ctx: Context }): Promise<void> {
+  const { files } = ctx.services;
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+
+  app.put('/api/client/v1/files/buckets/:bucketKey/objects/*', { schema: putObjectSchema }, async (request: ObjectRequest, reply) => {
+    request.auditResource = { type: 'object', id: `${request.params.bucketKey}/${objectKeyOf(request)}`.slice(0, 512) };
+    const length = request.headers['content-length'];
+    const { bucket, object } = await files.putObject(projectScope(request), request.params.bucketKey, objectKeyOf(request), {
+      contentType: request.headers['content-type'],
+      declaredLength: length === undefined ? undefined : Number(length),
+      body: (request.body as AsyncIterable<Buffer> | undefined) ?? emptyBody(),
+    });
+    return reply.status(201).send(objectView(bucket, object));
+  });
+}
+
+async function* emptyBody(): AsyncGenerator<Buffer> {}

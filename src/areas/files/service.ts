@@ -1,0 +1,154 @@
+import { createHash } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import { isUniqueViolation } from '../../db/errors.js';
+import { ERRORS } from '../../http/errors.js';
+import type { ProjectScope } from '../../http/principal.js';
+import { newId, timeOrderedId } from '../../platform/ids.js';
+import type { BucketRecord, FileStore, ObjectRecord } from './store.js';
+import type { BlobStorage, StorageKind } from './storage/types.js';
+
+/** Lower-case letters, digits, `.`, `_` and `-`, starting with a letter or digit: safe in any URL path. */
+export const BUCKET_KEY_PATTERN = '^[a-z0-9][a-z0-9._-]{0,62}$';
+const BUCKET_KEY = new RegExp(BUCKET_KEY_PATTERN);
+export const MAX_OBJECT_KEY_LENGTH = 1024;
+/** Control characters (U+0000-U+001F, U+007F) have no business in a key and break log lines and headers. */
+function hasControlCharacter(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0x20 || code === 0x7f) return true;
+  }
+  return false;
+}
+export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
+
+export interface FilesSettings {
+  /** Where new objects are written. */
+  storage: StorageKind;
+  /** Largest object accepted, in bytes. */
+  maxObjectBytes: number;
+}
+
+export interface NewObject {
+  contentType: string | undefined;
+  /** Content-Length, when the client sent one: a body announced too large is refused before it is read. */
+  declaredLength: number | undefined;
+  body: AsyncIterable<Buffer>;
+}
+
+function validObjectKey(key: string): string {
+  if (key.length === 0) throw ERRORS.validation('The object key is empty');
+  if (key.length > MAX_OBJECT_KEY_LENGTH) throw ERRORS.validation(`The object key is longer than ${MAX_OBJECT_KEY_LENGTH} characters`);
+  if (hasControlCharacter(key)) throw ERRORS.validation('The object key contains a control character');
+  return key;
+}
+
+/**
+ * The project's document store: buckets of objects (any bytes, any content type), streamed in and out. Batches read
+ * their input JSONL from here and write their results here.
+ */
+export class FileService {
+  constructor(
+    private readonly store: FileStore,
+    private readonly storages: Record<StorageKind, BlobStorage>,
+    private readonly settings: FilesSettings,
+  ) {}
+
+  get maxObjectBytes(): number {
+    return this.settings.maxObjectBytes;
+  }
+
+  async createBucket(scope: ProjectScope, input: { key: string; name?: string }): Promise<BucketRecord> {
+    if (!BUCKET_KEY.test(input.key)) {
+      throw ERRORS.validation(`Bucket key "${input.key}" must be 1-63 lower-case letters, digits, ".", "_" or "-", starting with a letter or digit`);
+    }
+    const record: BucketRecord = { id: newId('bkt'), ...scope, key: input.key, name: input.name ?? input.key, createdAt: Date.now() };
+    try {
+      await this.store.insertBucket(record);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw ERRORS.conflict(`Bucket "${input.key}" already exists in this project`);
+      throw err;
+    }
+    return record;
+  }
+
+  listBuckets(scope: ProjectScope): Promise<BucketRecord[]> {
+    return this.store.listBuckets(scope);
+  }
+
+  /** Another project's bucket is a 404 like a missing one. */
+  async bucket(scope: ProjectScope, key: string): Promise<BucketRecord> {
+    const bucket = await this.store.findBucket(scope, key);
+    if (!bucket) throw ERRORS.notFound('Bucket', key);
+    return bucket;
+  }
+
+  /**
+   * Streams the body to storage while counting and hashing it; stores (or replaces) the object only once every byte
+   * is written. Beyond the size limit: 413, and nothing is kept.
+   */
+  async putObject(scope: ProjectScope, bucketKey: string, objectKey: string, input: NewObject): Promise<{ bucket: BucketRecord; object: ObjectRecord }> {
+    const bucket = await this.bucket(scope, bucketKey);
+    validObjectKey(objectKey);
+    const limit = this.settings.maxObjectBytes;
+    if (input.declaredLength !== undefined && input.declaredLength > limit) throw ERRORS.bodyTooLarge(limit);
+    const hash = createHash('sha256');
+    let size = 0;
+    async function* measured(): AsyncGenerator<Buffer> {
+      for await (const chunk of input.body) {
+        size += chunk.length;
+        if (size > limit) throw ERRORS.bodyTooLarge(limit);
+        hash.update(chunk);
+        yield chunk;
+      }
+    }
+    const storage = this.storages[this.settings.storage];
+    const blobId = timeOrderedId('blob');
+    await storage.write(blobId, measured());
+    const object: ObjectRecord = {
+      id: newId('obj'),
+      bucketId: bucket.id,
+      key: objectKey,
+      size,
+      contentType: input.contentType ?? DEFAULT_CONTENT_TYPE,
+      sha256: hash.digest('hex'),
+      storage: storage.kind,
+      blobId,
+      createdAt: Date.now(),
+    };
+    let replaced: ObjectRecord | null;
+    try {
+      replaced = await this.store.putObject(object);
+    } catch (err) {
+      await storage.remove(blobId).catch(() => undefined);
+      throw err;
+    }
+    if (replaced) await this.storages[replaced.storage].remove(replaced.blobId);
+    return { bucket, object };
+  }
+
+  async object(scope: ProjectScope, bucketKey: string, objectKey: string): Promise<{ bucket: BucketRecord; object: ObjectRecord }> {
+    const bucket = await this.bucket(scope, bucketKey);
+    const object = await this.store.findObject(bucket.id, validObjectKey(objectKey));
+    if (!object) throw ERRORS.notFound('Object', objectKey);
+    return { bucket, object };
+  }
+
+  /** The object's bytes, streamed from wherever they were stored. */
+  read(object: ObjectRecord): Readable {
+    return this.storages[object.storage].read(object.blobId);
+  }
+
+  async listObjects(scope: ProjectScope, bucketKey: string, page: { prefix?: string; after?: string; limit: number }): Promise<{ bucket: BucketRecord; objects: ObjectRecord[]; hasMore: boolean }> {
+    const bucket = await this.bucket(scope, bucketKey);
+    const rows = await this.store.listObjects(bucket.id, page);
+    return { bucket, objects: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
+  }
+
+  async deleteObject(scope: ProjectScope, bucketKey: string, objectKey: string): Promise<{ bucket: BucketRecord; object: ObjectRecord }> {
+    const bucket = await this.bucket(scope, bucketKey);
+    const object = await this.store.deleteObject(bucket.id, validObjectKey(objectKey));
+    if (!object) throw ERRORS.notFound('Object', objectKey);
+    await this.storages[object.storage].remove(object.blobId);
+    return { bucket, object };
+  }
+}

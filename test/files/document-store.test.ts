@@ -1,0 +1,322 @@
+import { createHash, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { BACKENDS, call, createTestApp, createToken, flushAudit, type Backend, type TestApp } from '../helpers/app.js';
+
+const FILES = '/api/client/v1/files/buckets';
+const sha256 = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
+const objectUrl = (bucket: string, key: string) => `${FILES}/${bucket}/objects/${key.split('/').map(encodeURIComponent).join('/')}`;
+let counter = 0;
+const freshBucket = () => `bucket-${Date.now().toString(36)}-${counter++}`;
+
+/** Every file under a directory (recursively), for "nothing left behind" checks on disk storage. */
+function filesUnder(dir: string): string[] {
+  if (!fs.existsSync(dir)) return [];
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => (entry.isDirectory() ? filesUnder(path.join(dir, entry.name)) : [entry.name]));
+}
+
+async function storedBlobCount(t: TestApp, storage: string): Promise<number> {
+  if (storage === 'disk') return filesUnder(path.join(t.config.dataDir, 'files', 'blobs')).length + filesUnder(path.join(t.config.dataDir, 'files', 'tmp')).length;
+  const row = await t.ctx.database.db.selectFrom('file_blobs').select((eb) => eb.fn.count<number>('blob_id').distinct().as('n')).executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+const combos: [Backend, 'disk' | 'database'][] = BACKENDS.flatMap((backend) => [[backend, 'disk'], [backend, 'database']] as [Backend, 'disk' | 'database'][]);
+
+describe.each(combos)('document store on %s with %s storage', (backend, storage) => {
+  let t: TestApp;
+  const put = (bucket: string, key: string, payload: Buffer | string, headers: Record<string, string> = {}, token = t.ownerToken) =>
+    call(t.app, token, { method: 'PUT', url: objectUrl(bucket, key), payload, headers });
+  const createBucket = async (key = freshBucket(), token = t.ownerToken) => {
+    const res = await call(t.app, token, { method: 'POST', url: FILES, payload: { key } });
+    expect(res.statusCode, res.body).toBe(201);
+    return key;
+  };
+
+  beforeAll(async () => {
+    t = await createTestApp({ backend, env: { WAYGATE_FILES_STORAGE: storage, WAYGATE_FILES_MAX_BYTES: String(4 * 1024 * 1024) } });
+  });
+  afterAll(async () => t?.close());
+
+  it('creates buckets (201), refuses a duplicate key (409) and lists them by key', async () => {
+    const res = await call(t.app, t.ownerToken, { method: 'POST', url: FILES, payload: { key: 'zz-docs', name: 'Documents' } });
+    expect(res.statusCode).toBe(201);
+    expect(res.json()).toEqual({ object: 'bucket', key: 'zz-docs', name: 'Documents', created_at: expect.any(Number) });
+    expect(Math.abs(res.json().created_at - Date.now() / 1000)).toBeLessThan(60);
+    const again = await call(t.app, t.ownerToken, { method: 'POST', url: FILES, payload: { key: 'zz-docs' } });
+    expect(again.statusCode).toBe(409);
+    expect(again.json().error.message).toContain('zz-docs');
+    await createBucket('aa-first');
+    const list = await call(t.app, t.ownerToken, { method: 'GET', url: FILES });
+    expect(list.statusCode).toBe(200);
+    const keys = list.json().data.map((b: { key: string }) => b.key);
+    expect(keys).toEqual([...keys].sort());
+    expect(keys).toEqual(expect.arrayContaining(['aa-first', 'zz-docs']));
+    expect(list.json().data.find((b: { key: string }) => b.key === 'aa-first').name).toBe('aa-first');
+  });
+
+  it.each([
+    ['an upper-case key', { key: 'Docs' }],
+    ['a key starting with a dash', { key: '-docs' }],
+    ['an empty key', { key: '' }],
+    ['a key of 64 characters', { key: 'a'.repeat(64) }],
+    ['a key with a slash', { key: 'a/b' }],
+    ['no key', { name: 'x' }],
+    ['an unknown field', { key: 'okay', public: true }],
+    ['a name that is not text', { key: 'okay', name: 5 }],
+  ])('refuses a bucket with %s (400)', async (_case, payload) => {
+    const res = await call(t.app, t.ownerToken, { method: 'POST', url: FILES, payload });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.message).toMatch(/key|name|field|public/);
+  });
+
+  it('stores any bytes under a key with slashes and returns them unchanged, with type, length and hash', async () => {
+    const bucket = await createBucket();
+    const data = randomBytes(2.5 * 1024 * 1024); // crosses the database storage's 1 MiB rows
+    const key = 'inputs/2026/naïve batch #1.bin';
+    const res = await put(bucket, key, data, { 'content-type': 'application/x-custom' });
+    expect(res.statusCode, res.body).toBe(201);
+    expect(res.json()).toEqual({ bucket_key: bucket, object_key: key, size: data.length, content_type: 'application/x-custom', sha256: sha256(data), created_at: expect.any(Number) });
+    const got = await call(t.app, t.ownerToken, { method: 'GET', url: objectUrl(bucket, key) });
+    expect(got.statusCode).toBe(200);
+    expect(got.headers['content-type']).toBe('application/x-custom');
+    expect(Number(got.headers['content-length'])).toBe(data.length);
+    expect(got.headers.etag).toBe(`"${sha256(data)}"`);
+    expect(got.rawPayload.equals(data)).toBe(true);
+  });
+
+  it('stores a JSON body as raw text (not parsed), an empty body, and a body without a content type', async () => {
+    const bucket = await createBucket();
+    const jsonl = '{"a": 1}\n{"b":  [2, 3]}\n';
+    const json = await put(bucket, 'in.jsonl', jsonl, { 'content-type': 'application/json' });
+    expect(json.statusCode, json.body).toBe(201);
+    expect((await call(t.app, t.ownerToken, { method: 'GET', url: objectUrl(bucket, 'in.jsonl') })).body).toBe(jsonl);
+    const empty = await put(bucket, 'empty', '');
+    expect(empty.statusCode, empty.body).toBe(201);
+    expect(empty.json()).toMatchObject({ size: 0, sha256: sha256('') });
+    const emptyGot = await call(t.app, t.ownerToken, { method: 'GET', url: objectUrl(bucket, 'empty') });
+    expect(emptyGot.statusCode).toBe(200);
+    expect(emptyGot.rawPayload.length).toBe(0);
+    const untyped = await t.app.inject({ method: 'PUT', url: objectUrl(bucket, 'untyped'), payload: Buffer.from('abc'), headers: { authorization: `Bearer ${t.ownerToken}` } });
+    expect(untyped.statusCode, untyped.body).toBe(201);
+    expect(untyped.json().content_type).toBe('application/octet-stream');
+  });
+
+  it('replaces an object put again under the same key and removes the old bytes', async () => {
+    const bucket = await createBucket();
+    const before = await storedBlobCount(t, storage);
+    expect((await put(bucket, 'doc.txt', 'first version')).statusCode).toBe(201);
+    const second = await put(bucket, 'doc.txt', 'second', { 'content-type': 'text/plain' });
+    expect(second.statusCode).toBe(201);
+    expect(second.json()).toMatchObject({ size: 6, sha256: sha256('second'), content_type: 'text/plain' });
+    expect((await call(t.app, t.ownerToken, { method: 'GET', url: objectUrl(bucket, 'doc.txt') })).body).toBe('second');
+    expect(await storedBlobCount(t, storage)).toBe(before + 1);
+    const list = await call(t.app, t.ownerToken, { method: 'GET', url: `${FILES}/${bucket}/objects` });
+    expect(list.json().data).toHaveLength(1);
+  });
+
+  it('keeps exactly one object when many uploads to one key race, and no orphaned bytes', async () => {
+    const bucket = await createBucket();
+    const before = await storedBlobCount(t, storage);
+    const bodies = Array.from({ length: 8 }, (_, i) => `version ${i} `.repeat(100 + i));
+    const results = await Promise.all(bodies.map((body) => put(bucket, 'contended.txt', body)));
+    expect(results.map((r) => r.statusCode)).toEqual(bodies.map(() => 201));
+    const got = await call(t.app, t.ownerToken, { method: 'GET', url: objectUrl(bucket, 'contended.txt') });
+    expect(bodies).toContain(got.body);
+    expect(got.headers.etag).toBe(`"${sha256(got.body)}"`);
+    expect((await call(t.app, t.ownerToken, { method: 'GET', url: `${FILES}/${bucket}/objects` })).json().data).toHaveLength(1);
+    expect(await storedBlobCount(t, storage)).toBe(before + 1);
+  });
+
+  it('refuses an object over the size limit with 413 and keeps nothing', async () => {
+    const bucket = await createBucket();
+    const before = await storedBlobCount(t, storage);
+    const res = await put(bucket, 'big.bin', Buffer.alloc(4 * 1024 * 1024 + 1));
+    expect(res.statusCode).toBe(413);
+    expect(res.json().error.message).toContain(String(4 * 1024 * 1024));
+    expect((await call(t.app, t.ownerToken, { method: 'GET', url: objectUrl(bucket, 'big.bin') })).statusCode).toBe(404);
+    expect(await storedBlobCount(t, storage)).toBe(before);
+    const exact = await put(bucket, 'exact.bin', Buffer.alloc(4 * 1024 * 1024));
+    expect(exact.statusCode).toBe(201);
+  });
+
+  it('answers 404 for a missing bucket or object, naming it', async () => {
+    const bucket = await createBucket();
+    for (const [method, url] of [
+      ['PUT', objectUrl('no-such-bucket', 'a')],
+      ['GET', objectUrl('no-such-bucket', 'a')],
+      ['DELETE', objectUrl('no-such-bucket', 'a')],
+      ['GET', `${FILES}/no-such-bucket/objects`],
+    ] as const) {
+      const res = await call(t.app, t.ownerToken, { method, url, payload: method === 'PUT' ? 'x' : undefined });
+      expect(res.statusCode, `${method} ${url}`).toBe(404);
+      expect(res.json().error.message).toContain('no-such-bucket');
+    }
+    for (const method of ['GET', 'DELETE'] as const) {
+      const res = await call(t.app, t.ownerToken, { method, url: objectUrl(bucket, 'missing.txt') });
+      expect(res.statusCode).toBe(404);
+      expect(res.json().error.message).toContain('missing.txt');
+    }
+  });
+
+  it.each([
+    ['a control character', 'bad%01key'],
+    ['a key of 1,025 characters', 'k'.repeat(1025)],
+  ])('refuses an object key with %s (400)', async (_case, key) => {
+    const bucket = await createBucket();
+    const res = await call(t.app, t.ownerToken, { method: 'PUT', url: `${FILES}/${bucket}/objects/${key}`, payload: 'x' });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.message).toMatch(/object key/);
+  });
+
+  it('lists objects by key with prefix, pagination after a key, and a clamped limit', async () => {
+    const bucket = await createBucket();
+    for (const key of ['b/2', 'a/1', 'b/1', 'c', 'b/3']) expect((await put(bucket, key, key)).statusCode).toBe(201);
+    const list = (query: string) => call(t.app, t.ownerToken, { method: 'GET', url: `${FILES}/${bucket}/objects${query}` });
+    const all = await list('');
+    expect(all.json().data.map((o: { object_key: string }) => o.object_key)).toEqual(['a/1', 'b/1', 'b/2', 'b/3', 'c']);
+    expect(all.json().has_more).toBe(false);
+    expect(all.json().data[0]).toEqual({ bucket_key: bucket, object_key: 'a/1', size: 3, content_type: 'application/octet-stream', sha256: sha256('a/1'), created_at: expect.any(Number) });
+    const prefixed = await list('?prefix=b/');
+    expect(prefixed.json().data.map((o: { object_key: string }) => o.object_key)).toEqual(['b/1', 'b/2', 'b/3']);
+    const page1 = await list('?limit=2');
+    expect(page1.json().data.map((o: { object_key: string }) => o.object_key)).toEqual(['a/1', 'b/1']);
+    expect(page1.json().has_more).toBe(true);
+    const page2 = await list('?limit=2&after=b/1');
+    expect(page2.json().data.map((o: { object_key: string }) => o.object_key)).toEqual(['b/2', 'b/3']);
+    const clamped = await list('?limit=0');
+    expect(clamped.json().data).toHaveLength(1);
+    expect((await list('?limit=5000')).json().data).toHaveLength(5);
+    expect((await list('?limit=abc')).statusCode).toBe(400);
+    expect((await list('?sort=desc')).statusCode).toBe(400);
+  });
+
+  it('deletes an object and its bytes', async () => {
+    const bucket = await createBucket();
+    const before = await storedBlobCount(t, storage);
+    expect((await put(bucket, 'gone.txt', 'bye')).statusCode).toBe(201);
+    const res = await call(t.app, t.ownerToken, { method: 'DELETE', url: objectUrl(bucket, 'gone.txt') });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ deleted: true, bucket_key: bucket, object_key: 'gone.txt' });
+    expect((await call(t.app, t.ownerToken, { method: 'GET', url: objectUrl(bucket, 'gone.txt') })).statusCode).toBe(404);
+    expect(await storedBlobCount(t, storage)).toBe(before);
+  });
+
+  it("keeps projects apart: another project's bucket is a 404 and its keys are its own", async () => {
+    const bucket = await createBucket();
+    expect((await put(bucket, 'secret.txt', 'mine')).statusCode).toBe(201);
+    const projectKey = `files-${Date.now().toString(36)}${counter++}`;
+    const project = await call(t.app, t.adminSession, { method: 'POST', url: '/api/projects', payload: { name: projectKey, key: projectKey } });
+    expect(project.statusCode, project.body).toBe(201);
+    const other = await createToken(t, { projectId: projectKey, role: 'owner' });
+    for (const [method, url] of [
+      ['GET', objectUrl(bucket, 'secret.txt')],
+      ['DELETE', objectUrl(bucket, 'secret.txt')],
+      ['PUT', objectUrl(bucket, 'secret.txt')],
+      ['GET', `${FILES}/${bucket}/objects`],
+    ] as const) {
+      expect((await call(t.app, other.value, { method, url, payload: method === 'PUT' ? 'theirs' : undefined })).statusCode, `${method} ${url}`).toBe(404);
+    }
+    expect((await call(t.app, other.value, { method: 'GET', url: FILES })).json().data).toEqual([]);
+    await createBucket(bucket, other.value);
+    expect((await put(bucket, 'secret.txt', 'theirs', {}, other.value)).statusCode).toBe(201);
+    expect((await call(t.app, t.ownerToken, { method: 'GET', url: objectUrl(bucket, 'secret.txt') })).body).toBe('mine');
+  });
+
+  it('lets a viewer read but not write (403), and audits writes without their content', async () => {
+    const bucket = await createBucket();
+    expect((await put(bucket, 'read-me.txt', 'top secret body')).statusCode).toBe(201);
+    const viewer = await createToken(t, { role: 'viewer' });
+    expect((await call(t.app, viewer.value, { method: 'GET', url: objectUrl(bucket, 'read-me.txt') })).statusCode).toBe(200);
+    expect((await call(t.app, viewer.value, { method: 'GET', url: `${FILES}/${bucket}/objects` })).statusCode).toBe(200);
+    expect((await put(bucket, 'x.txt', 'x', {}, viewer.value)).statusCode).toBe(403);
+    expect((await call(t.app, viewer.value, { method: 'DELETE', url: objectUrl(bucket, 'read-me.txt') })).statusCode).toBe(403);
+    expect((await call(t.app, viewer.value, { method: 'POST', url: FILES, payload: { key: freshBucket() } })).statusCode).toBe(403);
+    await flushAudit(t);
+    const logs = await call(t.app, t.ownerToken, { method: 'GET', url: '/api/client/v1/audit/logs?action=files.putObject&limit=100' });
+    expect(logs.statusCode).toBe(200);
+    const events = JSON.stringify(logs.json());
+    expect(events).toContain(`${bucket}/read-me.txt`);
+    expect(events).not.toContain('top secret body');
+  });
+});
+
+describe('document store over real HTTP', () => {
+  let t: TestApp;
+  let base: string;
+
+  beforeAll(async () => {
+    t = await createTestApp({ env: { WAYGATE_FILES_MAX_BYTES: String(2 * 1024 * 1024) } });
+    base = await t.app.listen({ port: 0, host: '127.0.0.1' });
+    const res = await call(t.app, t.ownerToken, { method: 'POST', url: FILES, payload: { key: 'stream' } });
+    expect(res.statusCode).toBe(201);
+  });
+  afterAll(async () => t?.close());
+
+  /** A chunked upload (no Content-Length) of `total` bytes in 64 KiB writes. */
+  function chunkedPut(key: string, total: number): Promise<{ status: number; body: string; sent: Buffer }> {
+    const sent = randomBytes(total);
+    return new Promise((resolve, reject) => {
+      // agent: false, so no keep-alive socket is left for app.close() to wait on.
+      const headers = { authorization: `Bearer ${t.ownerToken}`, 'content-type': 'application/jsonl' };
+      const req = http.request(`${base}${objectUrl('stream', key)}`, { method: 'PUT', headers, agent: false }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, sent }));
+      });
+      req.on('error', (err) => ((err as NodeJS.ErrnoException).code === 'EPIPE' || (err as NodeJS.ErrnoException).code === 'ECONNRESET' ? undefined : reject(err)));
+      let offset = 0;
+      const pump = () => {
+        while (offset < total) {
+          const chunk = sent.subarray(offset, Math.min(total, offset + 64 * 1024));
+          offset += chunk.length;
+          if (!req.write(chunk)) return void req.once('drain', pump);
+        }
+        req.end();
+      };
+      pump();
+    });
+  }
+
+  it('streams a chunked upload to storage and back', async () => {
+    const { status, body, sent } = await chunkedPut('big.jsonl', 1.5 * 1024 * 1024);
+    expect(status, body).toBe(201);
+    expect(JSON.parse(body)).toMatchObject({ size: sent.length, sha256: sha256(sent), content_type: 'application/jsonl' });
+    const download = await new Promise<{ status: number; body: Buffer }>((resolve, reject) => {
+      http
+        .get(`${base}${objectUrl('stream', 'big.jsonl')}`, { headers: { authorization: `Bearer ${t.ownerToken}` }, agent: false }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
+        })
+        .on('error', reject);
+    });
+    expect(download.status).toBe(200);
+    expect(download.body.equals(sent)).toBe(true);
+  });
+
+  it('keeps nothing of an upload the client abandons halfway', async () => {
+    const blobsBefore = filesUnder(path.join(t.config.dataDir, 'files', 'blobs')).length;
+    const req = http.request(`${base}${objectUrl('stream', 'abandoned.bin')}`, { method: 'PUT', headers: { authorization: `Bearer ${t.ownerToken}` }, agent: false });
+    req.on('error', () => undefined); // the destroy below
+    req.write(randomBytes(256 * 1024));
+    // The upload is under way: its bytes are going to a temporary file.
+    await vi.waitFor(() => expect(filesUnder(path.join(t.config.dataDir, 'files', 'tmp'))).toHaveLength(1), { timeout: 5_000, interval: 10 });
+    req.destroy();
+    await vi.waitFor(() => expect(filesUnder(path.join(t.config.dataDir, 'files', 'tmp'))).toEqual([]), { timeout: 5_000, interval: 20 });
+    expect((await call(t.app, t.ownerToken, { method: 'GET', url: objectUrl('stream', 'abandoned.bin') })).statusCode).toBe(404);
+    expect(filesUnder(path.join(t.config.dataDir, 'files', 'blobs'))).toHaveLength(blobsBefore);
+  });
+
+  it('stops a chunked upload that passes the limit with 413 and keeps nothing', async () => {
+    const { status, body } = await chunkedPut('too-big.jsonl', 3 * 1024 * 1024);
+    expect(status).toBe(413);
+    expect(JSON.parse(body).error.message).toContain(String(2 * 1024 * 1024));
+    const res = await call(t.app, t.ownerToken, { method: 'GET', url: objectUrl('stream', 'too-big.jsonl') });
+    expect(res.statusCode).toBe(404);
+    expect(filesUnder(path.join(t.config.dataDir, 'files', 'tmp'))).toEqual([]);
+  });
+});
