@@ -1,6 +1,7 @@
 import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Context } from '../../context.js';
+import { AppError, ERRORS } from '../../http/errors.js';
 import { projectScope, requireApiToken } from '../../http/guards.js';
 import type { BucketRecord, ObjectRecord } from './store.js';
 import {
@@ -92,12 +93,18 @@ async function objectUploadRoute(app: FastifyInstance, { ctx }: { ctx: Context }
   app.put('/api/client/v1/files/buckets/:bucketKey/objects/*', { schema: putObjectSchema }, async (request: ObjectRequest, reply) => {
     request.auditResource = { type: 'object', id: `${request.params.bucketKey}/${objectKeyOf(request)}`.slice(0, 512) };
     const length = request.headers['content-length'];
-    const { bucket, object } = await files.putObject(projectScope(request), request.params.bucketKey, objectKeyOf(request), {
-      contentType: request.headers['content-type'],
-      declaredLength: length === undefined ? undefined : Number(length),
-      body: (request.body as AsyncIterable<Buffer> | undefined) ?? emptyBody(),
-    });
-    return reply.status(201).send(objectView(bucket, object));
+    try {
+      const { bucket, object } = await files.putObject(projectScope(request), request.params.bucketKey, objectKeyOf(request), {
+        contentType: request.headers['content-type'],
+        declaredLength: length === undefined ? undefined : Number(length),
+        body: (request.body as AsyncIterable<Buffer> | undefined) ?? emptyBody(),
+      });
+      return reply.status(201).send(objectView(bucket, object));
+    } catch (err) {
+      // A client that went away mid-upload is not a server failure (and nothing was kept).
+      if (request.raw.destroyed && !(err instanceof AppError)) throw ERRORS.clientClosed();
+      throw err;
+    }
   });
 }
 
