@@ -112,9 +112,11 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const analytics = new AnalyticsService(new AnalyticsStore(db, database.dialect), usage, tokens, users);
     const files = new FileService(
       new FileStore(db, database.dialect, database.transaction),
-      { disk: new DiskBlobStorage(path.join(config.dataDir, 'files')), database: new DatabaseBlobStorage(db) },
+      { disk: new DiskBlobStorage(path.join(config.dataDir, 'files')), database: new DatabaseBlobStorage(db, database.dialect) },
       { storage: config.files.storage, maxObjectBytes: config.files.maxObjectBytes },
+      log,
     );
+    files.start();
     const bootstrap = await tenants.bootstrap(options.skipBootstrapToken ? { ...config, bootstrapToken: undefined } : config);
 
     const health = new HealthRegistry();
@@ -136,6 +138,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
       bootstrap,
       services: { analytics, audit, auth, files, inference, limits, models, projects, tenants, tokens, usage, users },
       async close() {
+        files.close();
         await usage.close();
         await audit.close();
         await upstream.close();

@@ -4,6 +4,10 @@ import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BACKENDS, call, createTestApp, createToken, flushAudit, type Backend, type TestApp } from '../helpers/app.js';
+import { ORPHAN_AGE_MS } from '../../src/areas/files/service.js';
+import { DatabaseBlobStorage } from '../../src/areas/files/storage/database.js';
+import { DiskBlobStorage } from '../../src/areas/files/storage/disk.js';
+import { timeOrderedId } from '../../src/platform/ids.js';
 
 const FILES = '/api/client/v1/files/buckets';
 const sha256 = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
@@ -128,6 +132,35 @@ describe.each(combos)('document store on %s with %s storage', (backend, storage)
     expect(got.headers.etag).toBe(`"${sha256(got.body)}"`);
     expect((await call(t.app, t.ownerToken, { method: 'GET', url: `${FILES}/${bucket}/objects` })).json().data).toHaveLength(1);
     expect(await storedBlobCount(t, storage)).toBe(before + 1);
+  });
+
+  it('sweeps the bytes of uploads a crash left behind once they are a day old, and nothing else', async () => {
+    const bucket = await createBucket();
+    expect((await put(bucket, 'kept.txt', 'still here')).statusCode).toBe(201);
+    const now = Date.now();
+    const stale = now - ORPHAN_AGE_MS - 60_000;
+    // What a crash leaves: bytes of an upload whose object row was never written, one old and one recent.
+    const storages = { disk: new DiskBlobStorage(path.join(t.config.dataDir, 'files')), database: new DatabaseBlobStorage(t.ctx.database.db, t.ctx.database.dialect) };
+    const orphan = async (startedAt: number) => {
+      const blobId = timeOrderedId('blob', startedAt);
+      if (storage === 'database') {
+        await t.ctx.database.db.insertInto('file_blobs').values({ blob_id: blobId, seq: 0, data: Buffer.from('orphan') }).execute();
+      } else {
+        const temp = path.join(t.config.dataDir, 'files', 'tmp', `${blobId}.part`);
+        fs.writeFileSync(temp, 'orphan');
+        fs.utimesSync(temp, new Date(startedAt), new Date(startedAt));
+      }
+    };
+    await orphan(stale);
+    await orphan(now - 60_000);
+    const before = await storedBlobCount(t, storage);
+    expect(await storages[storage].sweep(now - ORPHAN_AGE_MS)).toBe(1);
+    expect(await storedBlobCount(t, storage)).toBe(before - 1);
+    expect(await t.ctx.services.files.sweepOrphans(now)).toBe(0);
+    expect((await call(t.app, t.ownerToken, { method: 'GET', url: objectUrl(bucket, 'kept.txt') })).body).toBe('still here');
+    // A day later the recent one goes too, and stored objects still stay.
+    expect(await t.ctx.services.files.sweepOrphans(now + ORPHAN_AGE_MS)).toBe(1);
+    expect((await call(t.app, t.ownerToken, { method: 'GET', url: objectUrl(bucket, 'kept.txt') })).body).toBe('still here');
   });
 
   it('refuses an object over the size limit with 413 and keeps nothing', async () => {

@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
+import type { Logger } from 'pino';
 import { isUniqueViolation } from '../../db/errors.js';
 import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import { newId, timeOrderedId } from '../../platform/ids.js';
+import { DAY_MS, HOUR_MS } from '../../platform/time.js';
 import type { BucketRecord, FileStore, ObjectRecord } from './store.js';
 import type { BlobStorage, StorageKind } from './storage/types.js';
 
@@ -20,6 +22,8 @@ function hasControlCharacter(text: string): boolean {
   return false;
 }
 export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
+/** Bytes of an upload that never became an object are removed once it started this long ago: no upload lasts a day. */
+export const ORPHAN_AGE_MS = DAY_MS;
 
 export interface FilesSettings {
   /** Where new objects are written. */
@@ -47,11 +51,34 @@ function validObjectKey(key: string): string {
  * their input JSONL from here and write their results here.
  */
 export class FileService {
+  private sweepTimer: NodeJS.Timeout | null = null;
+
   constructor(
     private readonly store: FileStore,
     private readonly storages: Record<StorageKind, BlobStorage>,
     private readonly settings: FilesSettings,
+    private readonly log: Logger,
   ) {}
+
+  /** Sweeps orphaned bytes now (in the background) and every hour. Safe on every instance at once. */
+  start(): void {
+    const sweep = () => void this.sweepOrphans().catch((err: unknown) => this.log.warn({ err }, 'document store: sweeping orphaned bytes failed'));
+    sweep();
+    this.sweepTimer = setInterval(sweep, HOUR_MS);
+    this.sweepTimer.unref();
+  }
+
+  close(): void {
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+  }
+
+  /** Removes bytes of uploads a crash cut short (started more than ORPHAN_AGE_MS before `now`). */
+  async sweepOrphans(now = Date.now()): Promise<number> {
+    let removed = 0;
+    for (const storage of Object.values(this.storages)) removed += await storage.sweep(now - ORPHAN_AGE_MS);
+    if (removed > 0) this.log.info({ removed }, 'document store: removed bytes of unfinished uploads');
+    return removed;
+  }
 
   get maxObjectBytes(): number {
     return this.settings.maxObjectBytes;

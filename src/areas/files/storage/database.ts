@@ -1,5 +1,7 @@
 import { Readable } from 'node:stream';
-import type { Db } from '../../../db/types.js';
+import { sql } from 'kysely';
+import type { Db, Dialect } from '../../../db/types.js';
+import { timeOrderedId } from '../../../platform/ids.js';
 import type { BlobStorage } from './types.js';
 
 /** Bytes per row: large enough for few round trips, small enough that reading or writing holds little memory. */
@@ -13,7 +15,7 @@ const ROW_BYTES = 1024 * 1024;
 export class DatabaseBlobStorage implements BlobStorage {
   readonly kind = 'database';
 
-  constructor(private readonly db: Db) {}
+  constructor(private readonly db: Db, private readonly dialect: Dialect) {}
 
   async write(blobId: string, chunks: AsyncIterable<Buffer>): Promise<void> {
     let seq = 0;
@@ -53,5 +55,23 @@ export class DatabaseBlobStorage implements BlobStorage {
 
   async remove(blobId: string): Promise<void> {
     await this.db.deleteFrom('file_blobs').where('blob_id', '=', blobId).execute();
+  }
+
+  /**
+   * Rows no object points at, of blobs started before `before`. Blob ids begin with their start time, so "started
+   * before" is a text comparison (byte order: PostgreSQL is told so, its default collation may differ).
+   */
+  async sweep(before: number): Promise<number> {
+    const cutoff = timeOrderedId('blob', before).slice(0, 'blob_'.length + 9);
+    const blobId = this.dialect === 'postgres' ? sql<string>`blob_id collate "C"` : sql<string>`blob_id`;
+    const orphans = await this.db
+      .selectFrom('file_blobs')
+      .select('blob_id')
+      .distinct()
+      .where(blobId, '<', cutoff)
+      .where('blob_id', 'not in', (eb) => eb.selectFrom('file_objects').select('blob_id').where('storage', '=', this.kind))
+      .execute();
+    for (const { blob_id } of orphans) await this.remove(blob_id);
+    return orphans.length;
   }
 }

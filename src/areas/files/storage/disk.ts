@@ -43,4 +43,19 @@ export class DiskBlobStorage implements BlobStorage {
   async remove(blobId: string): Promise<void> {
     await fs.promises.rm(this.blobPath(blobId), { force: true });
   }
+
+  /** Temporary files left by uploads cut short by a crash (a finished upload renames its file away). */
+  async sweep(before: number): Promise<number> {
+    const tempDir = path.join(this.root, 'tmp');
+    let removed = 0;
+    for (const name of await fs.promises.readdir(tempDir).catch(() => [] as string[])) {
+      const file = path.join(tempDir, name);
+      const stat = await fs.promises.stat(file).catch(() => null);
+      if (stat && stat.mtimeMs < before) {
+        await fs.promises.rm(file, { force: true });
+        removed++;
+      }
+    }
+    return removed;
+  }
 }

@@ -12,4 +12,9 @@ export interface BlobStorage {
   read(blobId: string): Readable;
   /** Idempotent: removing a missing blob is not an error. */
   remove(blobId: string): Promise<void>;
+  /**
+   * Removes bytes of uploads that never became an object (the process died between writing bytes and the object
+   * row) and were started before `before` (epoch ms). Returns how many blobs went.
+   */
+  sweep(before: number): Promise<number>;
 }
