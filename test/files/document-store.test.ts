@@ -134,6 +134,47 @@ describe.each(combos)('document store on %s with %s storage', (backend, storage)
     expect(await storedBlobCount(t, storage)).toBe(before + 1);
   });
 
+  it('answers HEAD with the headers alone, and 404 when the bytes are gone by the time they are opened', async () => {
+    const bucket = await createBucket();
+    expect((await put(bucket, 'head.txt', 'twelve bytes', { 'content-type': 'text/plain' })).statusCode).toBe(201);
+    const head = await call(t.app, t.ownerToken, { method: 'HEAD', url: objectUrl(bucket, 'head.txt') });
+    expect(head.statusCode).toBe(200);
+    expect(head.headers['content-type']).toBe('text/plain');
+    expect(Number(head.headers['content-length'])).toBe(12);
+    expect(head.headers.etag).toBe(`"${sha256('twelve bytes')}"`);
+    expect(head.rawPayload.length).toBe(0);
+    // The bytes vanish between the look-up and the read (a replace or delete racing the download).
+    const row = await t.ctx.database.db.selectFrom('file_objects').select(['blob_id', 'storage']).where('object_key', '=', 'head.txt').executeTakeFirstOrThrow();
+    const storages = { disk: new DiskBlobStorage(path.join(t.config.dataDir, 'files')), database: new DatabaseBlobStorage(t.ctx.database.db, t.ctx.database.dialect) };
+    await storages[row.storage as 'disk' | 'database'].remove(row.blob_id);
+    const gone = await call(t.app, t.ownerToken, { method: 'GET', url: objectUrl(bucket, 'head.txt') });
+    expect(gone.statusCode).toBe(404);
+    expect(gone.json().error.message).toContain('head.txt');
+  });
+
+  it('never fails when uploads and deletes of one key race', async () => {
+    const bucket = await createBucket();
+    const statuses: number[] = [];
+    for (let round = 0; round < 60; round++) {
+      const results = await Promise.all([put(bucket, 'raced', `a${round}`), call(t.app, t.ownerToken, { method: 'DELETE', url: objectUrl(bucket, 'raced') }), put(bucket, 'raced', `b${round}`), call(t.app, t.ownerToken, { method: 'DELETE', url: objectUrl(bucket, 'raced') })]);
+      statuses.push(...results.map((r) => r.statusCode));
+    }
+    expect(statuses.filter((status) => ![200, 201, 404].includes(status))).toEqual([]);
+    const list = (await call(t.app, t.ownerToken, { method: 'GET', url: `${FILES}/${bucket}/objects` })).json().data;
+    expect(list.length).toBeLessThanOrEqual(1);
+  });
+
+  it('filters by a prefix outside the Basic Multilingual Plane, and refuses an overlong content type', async () => {
+    const bucket = await createBucket();
+    expect((await put(bucket, '😀a', 'smile')).statusCode).toBe(201);
+    expect((await put(bucket, 'plain', 'plain')).statusCode).toBe(201);
+    const res = await call(t.app, t.ownerToken, { method: 'GET', url: `${FILES}/${bucket}/objects?prefix=${encodeURIComponent('😀')}` });
+    expect(res.json().data.map((o: { object_key: string }) => o.object_key)).toEqual(['😀a']);
+    const long = await put(bucket, 'typed', 'x', { 'content-type': `text/${'x'.repeat(300)}` });
+    expect(long.statusCode).toBe(400);
+    expect(long.json().error.message).toContain('Content-Type');
+  });
+
   it('sweeps the bytes of uploads a crash left behind once they are a day old, and nothing else', async () => {
     const bucket = await createBucket();
     expect((await put(bucket, 'kept.txt', 'still here')).statusCode).toBe(201);
@@ -197,6 +238,9 @@ describe.each(combos)('document store on %s with %s storage', (backend, storage)
   it.each([
     ['a control character', 'bad%01key'],
     ['a key of 1,025 characters', 'k'.repeat(1025)],
+    ['a trailing slash', 'dir/'],
+    ['a leading slash', '/dir'],
+    ['a double slash', 'a//b'],
   ])('refuses an object key with %s (400)', async (_case, key) => {
     const bucket = await createBucket();
     const res = await call(t.app, t.ownerToken, { method: 'PUT', url: `${FILES}/${bucket}/objects/${key}`, payload: 'x' });
@@ -329,6 +373,23 @@ describe('document store over real HTTP', () => {
     });
     expect(download.status).toBe(200);
     expect(download.body.equals(sent)).toBe(true);
+  });
+
+  it.each(['a/../b', './b', 'a/%2E%2E/b'])('refuses the object key %s, which HTTP clients would rewrite (400)', async (key) => {
+    const res = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const { hostname, port } = new URL(base);
+      // A path option (not a URL string, which new URL() would normalise) goes out exactly as written.
+      const options = { hostname, port, path: `${FILES}/stream/objects/${key}`, method: 'PUT', headers: { authorization: `Bearer ${t.ownerToken}` }, agent: false };
+      const req = http.request(options, (r) => {
+        let body = '';
+        r.on('data', (chunk: Buffer) => (body += chunk.toString('utf8')));
+        r.on('end', () => resolve({ status: r.statusCode ?? 0, body }));
+      });
+      req.on('error', reject);
+      req.end('x');
+    });
+    expect(res.status).toBe(400);
+    expect(JSON.parse(res.body).error.message).toContain('segment');
   });
 
   it('keeps nothing of an upload the client abandons halfway', async () => {

@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Context } from '../../context.js';
@@ -34,8 +35,15 @@ function objectView(bucket: BucketRecord, object: ObjectRecord) {
 
 type ObjectRequest = FastifyRequest<{ Params: { bucketKey: string; '*': string } }>;
 
-/** The object key is the rest of the path: it may contain "/". */
-const objectKeyOf = (request: ObjectRequest) => request.params['*'];
+function objectHeaders(object: ObjectRecord) {
+  return { 'content-type': object.contentType, 'content-length': object.size, etag: `"${object.sha256}"` };
+}
+
+/** The object key is the rest of the path: it may contain "/". The router drops a trailing "/", so look at the URL. */
+function objectKeyOf(request: ObjectRequest): string {
+  const path = request.url.split('?')[0] ?? '';
+  return path.endsWith('/') ? `${request.params['*']}/` : request.params['*'];
+}
 
 /** The document store (client API): project-scoped buckets of objects, streamed in and out. */
 export async function fileRoutes(app: FastifyInstance, { ctx }: { ctx: Context }): Promise<void> {
@@ -64,12 +72,16 @@ export async function fileRoutes(app: FastifyInstance, { ctx }: { ctx: Context }
   );
 
   app.get('/api/client/v1/files/buckets/:bucketKey/objects/*', { schema: getObjectSchema }, async (request: ObjectRequest, reply) => {
-    const { object } = await files.object(projectScope(request), request.params.bucketKey, objectKeyOf(request));
-    return reply
-      .header('content-type', object.contentType)
-      .header('content-length', object.size)
-      .header('etag', `"${object.sha256}"`)
-      .send(files.read(object));
+    const scope = projectScope(request);
+    if (request.method === 'HEAD') {
+      // Fastify answers HEAD with this handler: the headers alone, without reading the bytes.
+      const { object } = await files.object(scope, request.params.bucketKey, objectKeyOf(request));
+      // An empty stream, because an empty payload would make Fastify send Content-Length: 0.
+      return reply.headers(objectHeaders(object)).send(Readable.from([]));
+    }
+    // Headers only once the bytes are open: a failure before then still gets a JSON error.
+    const { object, body } = await files.open(scope, request.params.bucketKey, objectKeyOf(request));
+    return reply.headers(objectHeaders(object)).send(body);
   });
 
   app.delete('/api/client/v1/files/buckets/:bucketKey/objects/*', { schema: deleteObjectSchema }, async (request: ObjectRequest) => {
@@ -103,6 +115,8 @@ async function objectUploadRoute(app: FastifyInstance, { ctx }: { ctx: Context }
     } catch (err) {
       // A client that went away mid-upload is not a server failure (and nothing was kept).
       if (request.raw.destroyed && !(err instanceof AppError)) throw ERRORS.clientClosed();
+      // Refused for size: close the connection rather than read the rest of a large body only to discard it.
+      if (err instanceof AppError && err.statusCode === 413) reply.header('connection', 'close');
       throw err;
     }
   });

@@ -23,8 +23,8 @@ const ObjectView = Type.Object({
   created_at: Type.Integer({ description: 'Unix seconds of the last write' }),
 });
 
-const BucketParams = Type.Object({ bucketKey: Type.String({ minLength: 1, maxLength: 200 }) });
-const ObjectParams = Type.Object({ bucketKey: Type.String({ minLength: 1, maxLength: 200 }), '*': Type.String() });
+const BucketParams = Type.Object({ bucketKey: BucketKey });
+const ObjectParams = Type.Object({ bucketKey: BucketKey, '*': Type.String({ description: 'The object key: the rest of the path, "/" included' }) });
 
 export const CreateBucketBody = Type.Object({ key: BucketKey, name: Type.Optional(Name) }, { additionalProperties: false });
 

@@ -13,6 +13,7 @@ import type { BlobStorage, StorageKind } from './storage/types.js';
 export const BUCKET_KEY_PATTERN = '^[a-z0-9][a-z0-9._-]{0,62}$';
 const BUCKET_KEY = new RegExp(BUCKET_KEY_PATTERN);
 export const MAX_OBJECT_KEY_LENGTH = 1024;
+const MAX_CONTENT_TYPE_LENGTH = 255;
 /** Control characters (U+0000-U+001F, U+007F) have no business in a key and break log lines and headers. */
 function hasControlCharacter(text: string): boolean {
   for (let i = 0; i < text.length; i++) {
@@ -43,6 +44,10 @@ function validObjectKey(key: string): string {
   if (key.length === 0) throw ERRORS.validation('The object key is empty');
   if (key.length > MAX_OBJECT_KEY_LENGTH) throw ERRORS.validation(`The object key is longer than ${MAX_OBJECT_KEY_LENGTH} characters`);
   if (hasControlCharacter(key)) throw ERRORS.validation('The object key contains a control character');
+  // HTTP clients rewrite "." and ".." segments and the router drops a trailing "/": such keys could not be read back.
+  if (key.split('/').some((segment) => segment === '' || segment === '.' || segment === '..')) {
+    throw ERRORS.validation('The object key has an empty, "." or ".." segment (a leading, trailing or double "/" included)');
+  }
   return key;
 }
 
@@ -118,6 +123,9 @@ export class FileService {
     validObjectKey(objectKey);
     const limit = this.settings.maxObjectBytes;
     if (input.declaredLength !== undefined && input.declaredLength > limit) throw ERRORS.bodyTooLarge(limit);
+    if (input.contentType !== undefined && input.contentType.length > MAX_CONTENT_TYPE_LENGTH) {
+      throw ERRORS.validation(`Content-Type is longer than ${MAX_CONTENT_TYPE_LENGTH} characters`);
+    }
     const hash = createHash('sha256');
     let size = 0;
     async function* measured(): AsyncGenerator<Buffer> {
@@ -149,7 +157,7 @@ export class FileService {
       await storage.remove(blobId).catch(() => undefined);
       throw err;
     }
-    if (replaced) await this.storages[replaced.storage].remove(replaced.blobId);
+    if (replaced) await this.removeBytes(replaced);
     return { bucket, object };
   }
 
@@ -160,9 +168,21 @@ export class FileService {
     return { bucket, object };
   }
 
-  /** The object's bytes, streamed from wherever they were stored. */
-  read(object: ObjectRecord): Readable {
-    return this.storages[object.storage].read(object.blobId);
+  /** The object and its bytes, streamed from wherever they were stored; 404 when it is gone by the time it is opened. */
+  async open(scope: ProjectScope, bucketKey: string, objectKey: string): Promise<{ object: ObjectRecord; body: Readable }> {
+    const { object } = await this.object(scope, bucketKey, objectKey);
+    const body = await this.storages[object.storage].open(object.blobId, object.size);
+    if (!body) throw ERRORS.notFound('Object', objectKey);
+    return { object, body };
+  }
+
+  /** The object row is gone (committed); leftover bytes only cost space, so a failure here is logged, not thrown. */
+  private async removeBytes(object: ObjectRecord): Promise<void> {
+    try {
+      await this.storages[object.storage].remove(object.blobId);
+    } catch (err) {
+      this.log.error({ err, blobId: object.blobId }, 'document store: could not remove the bytes of a replaced or deleted object');
+    }
   }
 
   async listObjects(scope: ProjectScope, bucketKey: string, page: { prefix?: string; after?: string; limit: number }): Promise<{ bucket: BucketRecord; objects: ObjectRecord[]; hasMore: boolean }> {
@@ -175,7 +195,7 @@ export class FileService {
     const bucket = await this.bucket(scope, bucketKey);
     const object = await this.store.deleteObject(bucket.id, validObjectKey(objectKey));
     if (!object) throw ERRORS.notFound('Object', objectKey);
-    await this.storages[object.storage].remove(object.blobId);
+    await this.removeBytes(object);
     return { bucket, object };
   }
 }

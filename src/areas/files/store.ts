@@ -64,6 +64,8 @@ function objectRow(record: ObjectRecord): FileObjectsTable {
   };
 }
 
+const PUT_ATTEMPTS = 5;
+
 /** Bucket and object metadata; the bytes are a BlobStorage's. */
 export class FileStore {
   constructor(private readonly db: Db, private readonly dialect: Dialect, private readonly transaction: Transactor) {}
@@ -106,7 +108,8 @@ export class FileStore {
   /** Up to `limit + 1` objects in key order, so the caller can tell whether there are more. */
   async listObjects(bucketId: string, page: ObjectPage): Promise<ObjectRecord[]> {
     let query = this.db.selectFrom('file_objects').selectAll().where('bucket_id', '=', bucketId);
-    if (page.prefix) query = query.where((eb) => eb(eb.fn('substr', ['object_key', eb.val(1), eb.val(page.prefix!.length)]), '=', page.prefix!));
+    // substr counts characters (code points) in both databases, like [...text] and unlike text.length.
+    if (page.prefix) query = query.where((eb) => eb(eb.fn('substr', ['object_key', eb.val(1), eb.val([...page.prefix!].length)]), '=', page.prefix!));
     if (page.after !== undefined) query = query.where('object_key', '>', page.after);
     const rows = await query.orderBy('object_key').limit(page.limit + 1).execute();
     return rows.map(toObject);
@@ -118,23 +121,30 @@ export class FileStore {
    */
   async putObject(record: ObjectRecord): Promise<ObjectRecord | null> {
     return this.transaction(async (trx) => {
-      const inserted = await trx
-        .insertInto('file_objects')
-        .values(objectRow(record))
-        .onConflict((oc) => oc.columns(['bucket_id', 'object_key']).doNothing())
-        .executeTakeFirst();
-      if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return null;
-      const previous = await trx
-        .selectFrom('file_objects')
-        .selectAll()
-        .where('bucket_id', '=', record.bucketId)
-        .where('object_key', '=', record.key)
-        // SQLite has no row locks (its one writer is the lock).
-        .$if(this.dialect === 'postgres', (qb) => qb.forUpdate())
-        .executeTakeFirstOrThrow();
-      const { id: _id, bucket_id: _bucket, object_key: _key, ...changes } = objectRow(record);
-      await trx.updateTable('file_objects').set(changes).where('id', '=', previous.id).execute();
-      return toObject(previous);
+      // A DELETE can remove the row between the insert that found it and the select: then insert again.
+      for (let attempt = 1; ; attempt++) {
+        const inserted = await trx
+          .insertInto('file_objects')
+          .values(objectRow(record))
+          .onConflict((oc) => oc.columns(['bucket_id', 'object_key']).doNothing())
+          .executeTakeFirst();
+        if (Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0) return null;
+        const previous = await trx
+          .selectFrom('file_objects')
+          .selectAll()
+          .where('bucket_id', '=', record.bucketId)
+          .where('object_key', '=', record.key)
+          // SQLite has no row locks (its one writer is the lock).
+          .$if(this.dialect === 'postgres', (qb) => qb.forUpdate())
+          .executeTakeFirst();
+        if (!previous) {
+          if (attempt < PUT_ATTEMPTS) continue;
+          throw new Error(`object ${record.key} kept vanishing while being replaced`);
+        }
+        const { id: _id, bucket_id: _bucket, object_key: _key, ...changes } = objectRow(record);
+        await trx.updateTable('file_objects').set(changes).where('id', '=', previous.id).execute();
+        return toObject(previous);
+      }
     });
   }
 

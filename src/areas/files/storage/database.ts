@@ -41,15 +41,27 @@ export class DatabaseBlobStorage implements BlobStorage {
     }
   }
 
-  read(blobId: string): Readable {
-    return Readable.from(this.rows(blobId));
+  async open(blobId: string, size: number): Promise<Readable | null> {
+    const first = size > 0 ? await this.row(blobId, 0) : Buffer.alloc(0);
+    if (!first) return null;
+    // Not in object mode, so the stream buffers about one row ahead of a slow client, not 16.
+    return Readable.from(this.rows(blobId, first, size), { objectMode: false, highWaterMark: ROW_BYTES });
   }
 
-  private async *rows(blobId: string): AsyncGenerator<Buffer> {
-    for (let seq = 0; ; seq++) {
-      const row = await this.db.selectFrom('file_blobs').select('data').where('blob_id', '=', blobId).where('seq', '=', seq).executeTakeFirst();
-      if (!row) return;
-      yield Buffer.from(row.data);
+  private async row(blobId: string, seq: number): Promise<Buffer | null> {
+    const row = await this.db.selectFrom('file_blobs').select('data').where('blob_id', '=', blobId).where('seq', '=', seq).executeTakeFirst();
+    return row ? Buffer.from(row.data) : null;
+  }
+
+  /** Fails when rows end before `size` bytes: the object was replaced or deleted mid-read, and must not look whole. */
+  private async *rows(blobId: string, first: Buffer, size: number): AsyncGenerator<Buffer> {
+    let sent = first.length;
+    if (first.length > 0) yield first;
+    for (let seq = 1; sent < size; seq++) {
+      const data = await this.row(blobId, seq);
+      if (!data) throw new Error(`blob ${blobId} ended after ${sent} of ${size} bytes (replaced or deleted while read)`);
+      sent += data.length;
+      yield data;
     }
   }
 

@@ -36,8 +36,15 @@ export class DiskBlobStorage implements BlobStorage {
     }
   }
 
-  read(blobId: string): Readable {
-    return fs.createReadStream(this.blobPath(blobId));
+  async open(blobId: string): Promise<Readable | null> {
+    try {
+      // An open file stays readable even if a replace or delete unlinks it meanwhile.
+      const handle = await fs.promises.open(this.blobPath(blobId), 'r');
+      return handle.createReadStream();
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw err;
+    }
   }
 
   async remove(blobId: string): Promise<void> {

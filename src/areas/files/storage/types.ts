@@ -8,8 +8,11 @@ export interface BlobStorage {
   readonly kind: StorageKind;
   /** Stores every chunk under a new blob id; on failure (a chunk source that throws included) nothing is left behind. */
   write(blobId: string, chunks: AsyncIterable<Buffer>): Promise<void>;
-  /** The bytes, streamed (never the whole object in memory). */
-  read(blobId: string): Readable;
+  /**
+   * The bytes, streamed (never the whole object in memory), or null when the blob is gone (the object was replaced
+   * or deleted since it was looked up). `size` is what the object row says.
+   */
+  open(blobId: string, size: number): Promise<Readable | null>;
   /** Idempotent: removing a missing blob is not an error. */
   remove(blobId: string): Promise<void>;
   /**
