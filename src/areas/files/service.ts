@@ -12,7 +12,7 @@ import type { BlobStorage, StorageKind } from './storage/types.js';
 /** Lower-case letters, digits, `.`, `_` and `-`, starting with a letter or digit: safe in any URL path. */
 export const BUCKET_KEY_PATTERN = '^[a-z0-9][a-z0-9._-]{0,62}$';
 const BUCKET_KEY = new RegExp(BUCKET_KEY_PATTERN);
-export const MAX_OBJECT_KEY_LENGTH = 1024;
+const MAX_OBJECT_KEY_LENGTH = 1024;
 const MAX_CONTENT_TYPE_LENGTH = 255;
 /** Control characters (U+0000-U+001F, U+007F) have no business in a key and break log lines and headers. */
 function hasControlCharacter(text: string): boolean {
@@ -22,7 +22,7 @@ function hasControlCharacter(text: string): boolean {
   }
   return false;
 }
-export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
+const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
 /** Bytes of an upload that never became an object are removed once it started this long ago: no upload lasts a day. */
 export const ORPHAN_AGE_MS = DAY_MS;
 
@@ -83,10 +83,6 @@ export class FileService {
     for (const storage of Object.values(this.storages)) removed += await storage.sweep(now - ORPHAN_AGE_MS);
     if (removed > 0) this.log.info({ removed }, 'document store: removed bytes of unfinished uploads');
     return removed;
-  }
-
-  get maxObjectBytes(): number {
-    return this.settings.maxObjectBytes;
   }
 
   async createBucket(scope: ProjectScope, input: { key: string; name?: string }): Promise<BucketRecord> {
