@@ -4,6 +4,16 @@ const ISO_8601 = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.
 export const HOUR_MS = 3_600_000;
 export const DAY_MS = 86_400_000;
 
+/** Unix seconds, as OpenAI-style objects carry their timestamps (`created`, `created_at`). */
+export function unixSeconds(ms: number): number {
+  return Math.floor(ms / 1000);
+}
+
+/** A list's page size: the default when none was asked for, else the request clamped to 1..max (interface 8). */
+export function pageSize(requested: number | undefined, fallback: number, max: number): number {
+  return Math.min(max, Math.max(1, requested ?? fallback));
+}
+
 /**
  * Milliseconds for a real calendar moment (no 31 February, which Date.parse would roll over), else undefined.
  * Times without an offset are UTC, never the server's zone. A bare date as the upper bound covers its whole day.

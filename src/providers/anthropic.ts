@@ -6,6 +6,7 @@ import { joinUrl } from './openai-compatible.js';
 import { parseSse } from './sse.js';
 import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
 import { asText } from '../platform/text.js';
+import { unixSeconds } from '../platform/time.js';
 
 const ANTHROPIC_VERSION = '2023-06-01';
 /** Anthropic requires max_tokens; this is used when the chat request sets none. */
@@ -119,7 +120,7 @@ export function fromAnthropicMessage(message: JsonObject): JsonObject {
   return {
     id: asText(message.id, `chatcmpl-${randomUUID()}`),
     object: 'chat.completion',
-    created: Math.floor(Date.now() / 1000),
+    created: unixSeconds(Date.now()),
     model: message.model,
     choices: [
       {
@@ -137,7 +138,7 @@ export function fromAnthropicMessage(message: JsonObject): JsonObject {
 async function* anthropicChunks(body: AsyncIterable<Buffer>): AsyncGenerator<ChatChunk> {
   let id = `chatcmpl-${randomUUID()}`;
   let model: unknown = null;
-  const created = Math.floor(Date.now() / 1000);
+  const created = unixSeconds(Date.now());
   let input = 0;
   let output = 0;
   const toolIndexByBlock = new Map<number, number>();

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ERRORS } from '../http/errors.js';
 import { contentText, estimateChatInput, estimateEmbeddingInput, estimateTokens } from './tokens.js';
 import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
+import { unixSeconds } from '../platform/time.js';
 
 export const LOCAL_CHAT_MODEL = 'local-chat';
 export const LOCAL_EMBED_MODEL = 'local-embed';
@@ -48,7 +49,7 @@ export function completionFromText(body: JsonObject, reply: string, model: strin
   const completion = {
     id: `chatcmpl-${randomUUID()}`,
     object: 'chat.completion',
-    created: Math.floor(Date.now() / 1000),
+    created: unixSeconds(Date.now()),
     model,
     choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, finish_reason: truncated ? 'length' : 'stop', logprobs: null }],
     usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
@@ -60,7 +61,7 @@ export function completionFromText(body: JsonObject, reply: string, model: strin
 export async function* chunksFromText(body: JsonObject, reply: string, model: string, pauseMs = 0, signal?: AbortSignal): AsyncGenerator<ChatChunk> {
   const { pieces, truncated } = replyPieces(reply, maxTokensOf(body));
   const id = `chatcmpl-${randomUUID()}`;
-  const created = Math.floor(Date.now() / 1000);
+  const created = unixSeconds(Date.now());
   const chunk = (delta: JsonObject, finish: string | null = null): ChatChunk => ({
     data: { id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }] },
   });

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { BufferedWriter } from '../../platform/buffered-writer.js';
-import { parseTime } from '../../platform/time.js';
+import { pageSize, parseTime } from '../../platform/time.js';
 import type { AuditEvent, AuditFilter, AuditStore } from './store.js';
 
 const MAX_TEXT = 1_000;
@@ -79,7 +79,7 @@ export function auditFilterFrom(query: AuditQuery): AuditFilter {
     outcome: query.outcome !== undefined && OUTCOMES.has(query.outcome) ? (query.outcome as AuditFilter['outcome']) : undefined,
     q: query.q === undefined || query.q.trim() === '' ? undefined : query.q.trim(),
     service: query.service,
-    limit: Math.min(1000, Math.max(1, query.limit ?? 100)),
+    limit: pageSize(query.limit, 100, 1000),
     // Past any real row count the page is simply empty; the bound keeps the offset a valid SQL integer.
     skip: Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, query.skip ?? 0)),
   };

@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Context } from '../../context.js';
 import { AppError, ERRORS } from '../../http/errors.js';
 import { projectScope, requireApiToken } from '../../http/guards.js';
+import { unixSeconds } from '../../platform/time.js';
 import type { BucketRecord, ObjectRecord } from './store.js';
 import {
   createBucketSchema,
@@ -16,10 +17,8 @@ import {
   type ObjectListQuery,
 } from './schemas.js';
 
-const seconds = (ms: number) => Math.floor(ms / 1000);
-
 function bucketView(bucket: BucketRecord) {
-  return { object: 'bucket' as const, key: bucket.key, name: bucket.name, created_at: seconds(bucket.createdAt) };
+  return { object: 'bucket' as const, key: bucket.key, name: bucket.name, created_at: unixSeconds(bucket.createdAt) };
 }
 
 function objectView(bucket: BucketRecord, object: ObjectRecord) {
@@ -29,7 +28,7 @@ function objectView(bucket: BucketRecord, object: ObjectRecord) {
     size: object.size,
     content_type: object.contentType,
     sha256: object.sha256,
-    created_at: seconds(object.createdAt),
+    created_at: unixSeconds(object.createdAt),
   };
 }
 
@@ -66,7 +65,7 @@ export async function fileRoutes(app: FastifyInstance, { ctx }: { ctx: Context }
     { schema: listObjectsSchema },
     async (request) => {
       const { prefix, after, limit } = request.query;
-      const page = await files.listObjects(projectScope(request), request.params.bucketKey, { prefix, after, limit: Math.min(1000, Math.max(1, limit ?? 100)) });
+      const page = await files.listObjects(projectScope(request), request.params.bucketKey, { prefix, after, limit });
       return { object: 'list' as const, data: page.objects.map((object) => objectView(page.bucket, object)), has_more: page.hasMore };
     },
   );

@@ -5,7 +5,7 @@ import { isUniqueViolation } from '../../db/errors.js';
 import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import { newId, timeOrderedId } from '../../platform/ids.js';
-import { DAY_MS, HOUR_MS } from '../../platform/time.js';
+import { DAY_MS, HOUR_MS, pageSize } from '../../platform/time.js';
 import type { BucketRecord, FileStore, ObjectRecord } from './store.js';
 import type { BlobStorage, StorageKind } from './storage/types.js';
 
@@ -181,10 +181,12 @@ export class FileService {
     }
   }
 
-  async listObjects(scope: ProjectScope, bucketKey: string, page: { prefix?: string; after?: string; limit: number }): Promise<{ bucket: BucketRecord; objects: ObjectRecord[]; hasMore: boolean }> {
+  /** A page of the bucket's objects by key: `limit` defaults to 100 and is clamped to 1-1000. */
+  async listObjects(scope: ProjectScope, bucketKey: string, query: { prefix?: string; after?: string; limit?: number }): Promise<{ bucket: BucketRecord; objects: ObjectRecord[]; hasMore: boolean }> {
     const bucket = await this.bucket(scope, bucketKey);
-    const rows = await this.store.listObjects(bucket.id, page);
-    return { bucket, objects: rows.slice(0, page.limit), hasMore: rows.length > page.limit };
+    const limit = pageSize(query.limit, 100, 1000);
+    const rows = await this.store.listObjects(bucket.id, { prefix: query.prefix, after: query.after, limit });
+    return { bucket, objects: rows.slice(0, limit), hasMore: rows.length > limit };
   }
 
   async deleteObject(scope: ProjectScope, bucketKey: string, objectKey: string): Promise<{ bucket: BucketRecord; object: ObjectRecord }> {

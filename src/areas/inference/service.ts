@@ -3,6 +3,7 @@ import { AppError, ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import { DependencyUnavailableError } from '../../platform/errors.js';
 import { timeOrderedId } from '../../platform/ids.js';
+import { unixSeconds } from '../../platform/time.js';
 import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
 import { estimateChatInput, estimateEmbeddingInput, estimateTokens } from '../../providers/tokens.js';
@@ -327,7 +328,7 @@ export class InferenceService {
     const models = await this.models.list(scope);
     return {
       object: 'list' as const,
-      data: models.map((m) => ({ id: m.key, object: 'model' as const, created: Math.floor(m.createdAt / 1000), owned_by: m.provider.type, capabilities: m.capabilities })),
+      data: models.map((m) => ({ id: m.key, object: 'model' as const, created: unixSeconds(m.createdAt), owned_by: m.provider.type, capabilities: m.capabilities })),
     };
   }
 }
