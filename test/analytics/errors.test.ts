@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBase32 } from '../../src/platform/ids.js';
 import { BACKENDS, call, createTestApp, createToken, type TestApp } from '../helpers/app.js';
+import { defaultScope } from '../helpers/inference.js';
 import { at, get, HOUR, iso, metricsOf, range, record, usageEvent, type Scope } from './support.js';
 
 /** Analytics refusals (400, 401, 403) and isolation between projects and tenants. */
@@ -19,7 +20,7 @@ describe.each(BACKENDS)('analytics refusals and isolation on %s', (backend) => {
   let scope: Scope;
   beforeAll(async () => {
     t = await createTestApp({ backend });
-    scope = { tenantId: t.ctx.bootstrap.tenantId, projectId: t.ctx.bootstrap.projectId };
+    scope = await defaultScope(t);
   });
   afterAll(async () => t?.close());
 

@@ -12,7 +12,7 @@ describe.each(BACKENDS)('analytics overview on %s', (backend) => {
   let scope: Scope;
   beforeAll(async () => {
     t = await createTestApp({ backend });
-    scope = { tenantId: t.ctx.bootstrap.tenantId, projectId: t.ctx.bootstrap.projectId };
+    scope = await defaultScope(t);
   });
   afterAll(async () => t?.close());
 

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, createTestApp, type TestApp } from '../helpers/app.js';
+import { defaultScope } from '../helpers/inference.js';
 import { at, byField, DAY, get, groupBy, HOUR, inRange, metricsOf, range, record, seriesOf, usageEvent, type Scope } from './support.js';
 
 /**
@@ -46,7 +47,7 @@ describe.each(BACKENDS)('analytics sums equal a direct sum over the events on %s
   let windows = 0;
   beforeAll(async () => {
     t = await createTestApp({ backend });
-    scope = { tenantId: t.ctx.bootstrap.tenantId, projectId: t.ctx.bootstrap.projectId };
+    scope = await defaultScope(t);
   });
   afterAll(async () => t?.close());
 

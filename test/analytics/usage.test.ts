@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UsageEvent } from '../../src/areas/usage/store.js';
 import { BACKENDS, call, createTestApp, createToken, createUserSession, type TestApp } from '../helpers/app.js';
+import { defaultScope } from '../helpers/inference.js';
 import { at, byField, DAY, expectSortedByRequests, get, groupBy, HOUR, inRange, iso, metricsOf, range, record, seriesOf, usageEvent, type Scope } from './support.js';
 
 /** GET /api/client/v1/analytics/usage: every grouping and interval, the model filter and exact range edges. */
@@ -28,7 +29,7 @@ describe.each(BACKENDS)('analytics usage on %s', (backend) => {
 
   beforeAll(async () => {
     t = await createTestApp({ backend });
-    scope = { tenantId: t.ctx.bootstrap.tenantId, projectId: t.ctx.bootstrap.projectId };
+    scope = await defaultScope(t);
     tokens = [];
     for (const name of ['alpha', 'beta']) tokens.push({ ...(await createToken(t, { name })), name });
     users = [];

@@ -1,20 +1,10 @@
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call } from '../helpers/app.js';
-import { startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { chatBody } from '../helpers/models.js';
-import { chat, embed, expectRefused, fakeModel, first, limitedProject, SETUPS, startDeployment, storedUsage, token, type Deployment } from './support.js';
+import { chat, embed, expectRefused, fakeModel, first, limitedProject, SETUPS, startDeployment, storedUsage, token, useFakeUpstream, type Deployment } from './support.js';
 
-let fake: FakeUpstream;
-beforeAll(async () => {
-  fake = await startFakeOpenAi();
-});
-afterAll(async () => {
-  await fake?.close();
-});
-beforeEach(() => {
-  fake.usage = { prompt: 10, completion: 20 };
-});
+const fake = useFakeUpstream();
 
 const DAY_S = 86_400;
 const RETRY_AFTER: Record<string, [number, number] | null> = { day: [1, DAY_S], month: [1, 31 * DAY_S], total: null };
@@ -28,15 +18,15 @@ async function spendDown(app: FastifyInstance, credentials: [string, string], mo
     const ok = await chat(app, credential, model);
     expect(ok.statusCode, ok.body).toBe(200);
     expect(ok.json().usage.total_tokens).toBe(30);
-    expect(fake.requests.at(-1)!.body.max_tokens).toBe(20);
+    expect(fake().requests.at(-1)!.body.max_tokens).toBe(20);
   }
   const squeezed = await chat(app, credentials[0], model);
   expect(squeezed.statusCode).toBe(200);
-  const capped = fake.requests.at(-1)!.body.max_tokens as number;
-  const before = fake.requests.length;
-  fake.usage = { prompt: 10, completion: capped };
+  const capped = fake().requests.at(-1)!.body.max_tokens as number;
+  const before = fake().requests.length;
+  fake().usage = { prompt: 10, completion: capped };
   const refused = await chat(app, credentials[1], model);
-  expect(fake.requests.length).toBe(before);
+  expect(fake().requests.length).toBe(before);
   return { capped, refused };
 }
 
@@ -48,7 +38,7 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
   beforeAll(async () => {
     d = await startDeployment(backend, counters);
     app = first(d).app;
-    model = await fakeModel(d, fake);
+    model = await fakeModel(d, fake());
   });
   afterAll(async () => {
     await d?.close();
@@ -67,7 +57,7 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
 
   it('a maxCostUsd budget counts the priced model cost, caps the last call and refuses once spent', async () => {
     // $1000 per million tokens either way: one token costs $0.001, a 30-token call $0.03.
-    const priced = await fakeModel(d, fake, { pricing: { inputPer1M: 1000, outputPer1M: 1000, currency: 'USD' } });
+    const priced = await fakeModel(d, fake(), { pricing: { inputPer1M: 1000, outputPer1M: 1000, currency: 'USD' } });
     const t = await token(d, { budget: { maxCostUsd: 0.075, period: 'month' } });
     const { capped, refused } = await spendDown(app, [t.value, t.value], priced);
     // $0.015 left, $0.01 of it for input: 5 output tokens (4 should rounding of the float prices take a nano-dollar).
@@ -78,25 +68,25 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
   });
 
   it('with both maxTokens and maxCostUsd, the tighter one sets the cap', async () => {
-    const priced = await fakeModel(d, fake, { pricing: { inputPer1M: 1000, outputPer1M: 1000, currency: 'USD' } });
+    const priced = await fakeModel(d, fake(), { pricing: { inputPer1M: 1000, outputPer1M: 1000, currency: 'USD' } });
     // 40 tokens, or $1 (1000 tokens): the token limit leaves 30 output tokens, the cost limit 990.
     const t = await token(d, { budget: { maxTokens: 40, maxCostUsd: 1, period: 'total' } });
     expect((await chat(app, t.value, priced, { max_tokens: 500 })).statusCode).toBe(200);
-    expect(fake.requests.at(-1)!.body.max_tokens).toBe(30);
+    expect(fake().requests.at(-1)!.body.max_tokens).toBe(30);
   });
 
   it('caps a call that names no max_tokens at the budget left, and keeps max_completion_tokens as the field used', async () => {
     const t = await token(d, { budget: { maxTokens: 1000, period: 'total' } });
     expect((await chat(app, t.value, model, {})).statusCode).toBe(200);
-    expect(fake.requests.at(-1)!.body.max_tokens).toBe(990);
+    expect(fake().requests.at(-1)!.body.max_tokens).toBe(990);
     // 30 used: 970 left, 960 after the input.
     expect((await chat(app, t.value, model, { max_completion_tokens: 4000 })).statusCode).toBe(200);
-    const sent = fake.requests.at(-1)!.body;
+    const sent = fake().requests.at(-1)!.body;
     expect(sent.max_completion_tokens).toBe(960);
     expect(sent.max_tokens).toBeUndefined();
     // A smaller request than the budget allows is left as it is.
     expect((await chat(app, t.value, model, { max_tokens: 7 })).statusCode).toBe(200);
-    expect(fake.requests.at(-1)!.body.max_tokens).toBe(7);
+    expect(fake().requests.at(-1)!.body.max_tokens).toBe(7);
   });
 
   it('streamed calls are settled with the usage the stream reports', async () => {
@@ -107,15 +97,15 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
       expect(res.body).toContain('[DONE]');
     }
     expect((await chat(app, t.value, model)).statusCode).toBe(200);
-    expect(fake.requests.at(-1)!.body.max_tokens).toBe(5);
-    fake.usage = { prompt: 10, completion: 5 };
+    expect(fake().requests.at(-1)!.body.max_tokens).toBe(5);
+    fake().usage = { prompt: 10, completion: 5 };
     const stream = await call(app, t.value, { method: 'POST', url: '/api/client/v1/chat/completions', payload: chatBody(model, { max_tokens: 20, stream: true }) });
     expectRefused(stream, 'budget_exceeded', null);
   });
 
   it('a failed upstream call gives its reservation back', async () => {
     const t = await token(d, { budget: { maxTokens: 60, period: 'total' } });
-    fake.queue({ status: 400, body: { error: { message: 'no', type: 'invalid_request_error' } } });
+    fake().queue({ status: 400, body: { error: { message: 'no', type: 'invalid_request_error' } } });
     expect((await chat(app, t.value, model)).statusCode).toBe(400);
     for (let i = 0; i < 2; i++) expect((await chat(app, t.value, model)).statusCode).toBe(200);
     expectRefused(await chat(app, t.value, model), 'budget_exceeded', null);
@@ -123,7 +113,7 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
 
   it('a project budget set with PATCH /api/projects is shared by the tokens of the project', async () => {
     const project = await limitedProject(d, { budget: { maxTokens: 75, period: 'total' } });
-    const projectModel = await fakeModel(d, fake, {}, project.key);
+    const projectModel = await fakeModel(d, fake(), {}, project.key);
     const a = await token(d, { projectId: project.key });
     const b = await token(d, { projectId: project.key });
     const { capped, refused } = await spendDown(app, [a.value, b.value], projectModel);
@@ -143,7 +133,7 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
   // instead of the stored usage a restart would start from. Counters are now keyed by the project's limit version.
   it('a project budget set again counts the usage made while it was lifted', async () => {
     const project = await limitedProject(d, { budget: { maxTokens: 100, period: 'total' } });
-    const projectModel = await fakeModel(d, fake, {}, project.key);
+    const projectModel = await fakeModel(d, fake(), {}, project.key);
     const t = await token(d, { projectId: project.key });
     for (let i = 0; i < 2; i++) expect((await chat(app, t.value, projectModel)).statusCode).toBe(200);
     const patch = (budget: unknown) => call(app, d.session, { method: 'PATCH', url: `/api/projects/${project.key}`, payload: { budget } });
@@ -156,19 +146,19 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
   });
 
   it('embeddings count against a token budget, and are refused without an upstream call once it is spent', async () => {
-    const embedder = await fakeModel(d, fake, { capabilities: ['embeddings'] });
+    const embedder = await fakeModel(d, fake(), { capabilities: ['embeddings'] });
     const t = await token(d, { budget: { maxTokens: 30, period: 'total' } });
-    fake.usage = { prompt: 10, completion: 0 };
+    fake().usage = { prompt: 10, completion: 0 };
     for (let i = 0; i < 3; i++) {
       const res = await embed(app, t.value, embedder, 'hello world');
       expect(res.statusCode, res.body).toBe(200);
       expect(res.json().usage.prompt_tokens).toBe(10);
     }
-    const before = fake.requests.length;
+    const before = fake().requests.length;
     expectRefused(await embed(app, t.value, embedder, 'hello world'), 'budget_exceeded', null);
     // Chat shares the budget that embeddings spent.
     expectRefused(await chat(app, t.value, model), 'budget_exceeded', null);
-    expect(fake.requests.length).toBe(before);
+    expect(fake().requests.length).toBe(before);
     expect(await storedUsage(d, { tokenId: t.id })).toEqual({ events: 3, tokens: 30 });
   });
 
@@ -178,12 +168,12 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     ['moderations', '/v1/moderations'],
   ])('a budgeted %s call is sent upstream as the client sent it (no max_tokens added)', async (endpoint, upstreamPath) => {
     const capability = endpoint === 'embeddings' ? 'embeddings' : 'moderation';
-    const key = await fakeModel(d, fake, { capabilities: [capability] });
+    const key = await fakeModel(d, fake(), { capabilities: [capability] });
     const t = await token(d, { budget: { maxTokens: 1000, period: 'total' } });
     const res = await call(app, t.value, { method: 'POST', url: `/api/client/v1/${endpoint}`, payload: { model: key, input: 'hello world' } });
     expect(res.statusCode, res.body).toBe(200);
-    expect(fake.requests.at(-1)!.path).toBe(upstreamPath);
-    expect(fake.requests.at(-1)!.body).toEqual({ model: 'fake-model', input: 'hello world' });
+    expect(fake().requests.at(-1)!.path).toBe(upstreamPath);
+    expect(fake().requests.at(-1)!.body).toEqual({ model: 'fake-model', input: 'hello world' });
   });
 
   it('the built-in local-embed model counts against a budget too', async () => {

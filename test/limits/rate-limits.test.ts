@@ -1,17 +1,7 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
-import { awayFromMinuteEnd, chat, embed, expectRefused, fakeModel, first, limitedProject, SETUPS, startDeployment, token, type Deployment } from './support.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { awayFromMinuteEnd, chat, embed, expectRefused, fakeModel, first, limitedProject, SETUPS, startDeployment, token, useFakeUpstream, type Deployment } from './support.js';
 
-let fake: FakeUpstream;
-beforeAll(async () => {
-  fake = await startFakeOpenAi();
-});
-afterAll(async () => {
-  await fake?.close();
-});
-beforeEach(() => {
-  fake.usage = { prompt: 10, completion: 20 };
-});
+const fake = useFakeUpstream();
 
 describe.each(SETUPS)('rate limits on $backend with $counters counters', ({ backend, counters }) => {
   let d: Deployment;
@@ -20,8 +10,8 @@ describe.each(SETUPS)('rate limits on $backend with $counters counters', ({ back
 
   beforeAll(async () => {
     d = await startDeployment(backend, counters);
-    model = await fakeModel(d, fake);
-    embedder = await fakeModel(d, fake, { capabilities: ['embeddings'] });
+    model = await fakeModel(d, fake());
+    embedder = await fakeModel(d, fake(), { capabilities: ['embeddings'] });
   });
   afterAll(async () => {
     await d?.close();
@@ -33,13 +23,13 @@ describe.each(SETUPS)('rate limits on $backend with $counters counters', ({ back
     const other = await token(d, { rateLimit: { rpm: 3 } });
     await awayFromMinuteEnd();
     for (let i = 0; i < 3; i++) expect((await chat(app, limited.value, model)).statusCode).toBe(200);
-    const before = fake.requests.length;
+    const before = fake().requests.length;
     const refused = await chat(app, limited.value, model);
     expectRefused(refused, 'rate_limit_exceeded', [1, 60]);
     expect(refused.json().error.message).toMatch(/3 requests per minute/);
     // Other kinds of call count against the same limit, and stay refused.
     expectRefused(await embed(app, limited.value, embedder, 'hello'), 'rate_limit_exceeded', [1, 60]);
-    expect(fake.requests.length).toBe(before);
+    expect(fake().requests.length).toBe(before);
     // Another token has its own limit.
     expect((await chat(app, other.value, model)).statusCode).toBe(200);
   });
@@ -48,12 +38,12 @@ describe.each(SETUPS)('rate limits on $backend with $counters counters', ({ back
     const { app } = first(d);
     const limited = await token(d, { rateLimit: { rpm: 2 } });
     await awayFromMinuteEnd();
-    fake.queue({ status: 400, body: { error: { message: 'bad request', type: 'invalid_request_error' } } });
+    fake().queue({ status: 400, body: { error: { message: 'bad request', type: 'invalid_request_error' } } });
     expect((await chat(app, limited.value, model)).statusCode).toBe(400);
     expect((await chat(app, limited.value, model)).statusCode).toBe(200);
-    const before = fake.requests.length;
+    const before = fake().requests.length;
     expectRefused(await chat(app, limited.value, model), 'rate_limit_exceeded', [1, 60]);
-    expect(fake.requests.length).toBe(before);
+    expect(fake().requests.length).toBe(before);
   });
 
   it('caps output at the tokens left in the minute, then refuses once tpm is used up', async () => {
@@ -63,49 +53,49 @@ describe.each(SETUPS)('rate limits on $backend with $counters counters', ({ back
     for (let i = 0; i < 2; i++) {
       const ok = await chat(app, limited.value, model);
       expect(ok.statusCode).toBe(200);
-      expect(fake.requests.at(-1)!.body.max_tokens).toBe(20);
+      expect(fake().requests.at(-1)!.body.max_tokens).toBe(20);
     }
     // 60 used; 10 input leave 5 output tokens.
-    fake.usage = { prompt: 10, completion: 5 };
+    fake().usage = { prompt: 10, completion: 5 };
     const squeezed = await chat(app, limited.value, model);
     expect(squeezed.statusCode).toBe(200);
-    expect(fake.requests.at(-1)!.body.max_tokens).toBe(5);
-    const before = fake.requests.length;
+    expect(fake().requests.at(-1)!.body.max_tokens).toBe(5);
+    const before = fake().requests.length;
     const refused = await chat(app, limited.value, model);
     expectRefused(refused, 'rate_limit_exceeded', [1, 60]);
     expect(refused.json().error.message).toMatch(/75 tokens per minute/);
-    expect(fake.requests.length).toBe(before);
+    expect(fake().requests.length).toBe(before);
   });
 
   it('gives back what a call reserved beyond what it used, so later calls fit', async () => {
     const { app } = first(d);
     const limited = await token(d, { rateLimit: { tpm: 100 } });
     await awayFromMinuteEnd();
-    fake.usage = { prompt: 10, completion: 1 };
+    fake().usage = { prompt: 10, completion: 1 };
     // Each call reserves 10 + 80 but uses 11: nine calls fit in 100 only if the rest is given back each time.
     for (let i = 0; i < 8; i++) {
       expect((await chat(app, limited.value, model, { max_tokens: 80 })).statusCode).toBe(200);
     }
     // 88 used: the ninth gets 100 - 88 - 10 = 2 output tokens.
     expect((await chat(app, limited.value, model, { max_tokens: 80 })).statusCode).toBe(200);
-    expect(fake.requests.at(-1)!.body.max_tokens).toBe(2);
+    expect(fake().requests.at(-1)!.body.max_tokens).toBe(2);
     expectRefused(await chat(app, limited.value, model, { max_tokens: 80 }), 'rate_limit_exceeded', [1, 60]);
   });
 
   it('a project rate limit set with PATCH /api/projects is shared by every token of the project', async () => {
     const { app } = first(d);
     const project = await limitedProject(d, { rateLimit: { rpm: 3 } });
-    const projectModel = await fakeModel(d, fake, {}, project.key);
+    const projectModel = await fakeModel(d, fake(), {}, project.key);
     const [a, b] = [await token(d, { projectId: project.key }), await token(d, { projectId: project.key })];
     await awayFromMinuteEnd();
     expect((await chat(app, a.value, projectModel)).statusCode).toBe(200);
     expect((await chat(app, b.value, projectModel)).statusCode).toBe(200);
     expect((await chat(app, a.value, projectModel)).statusCode).toBe(200);
-    const before = fake.requests.length;
+    const before = fake().requests.length;
     const refused = await chat(app, b.value, projectModel);
     expectRefused(refused, 'rate_limit_exceeded', [1, 60]);
     expect(refused.json().error.message).toMatch(/project/i);
-    expect(fake.requests.length).toBe(before);
+    expect(fake().requests.length).toBe(before);
     // Tokens of other projects are not affected.
     const outsider = await token(d, {});
     expect((await chat(app, outsider.value, model)).statusCode).toBe(200);
@@ -114,7 +104,7 @@ describe.each(SETUPS)('rate limits on $backend with $counters counters', ({ back
   it('refuses on the tighter of a token limit and its project limit', async () => {
     const { app } = first(d);
     const project = await limitedProject(d, { rateLimit: { rpm: 5 } });
-    const projectModel = await fakeModel(d, fake, {}, project.key);
+    const projectModel = await fakeModel(d, fake(), {}, project.key);
     const tight = await token(d, { projectId: project.key, rateLimit: { rpm: 1 } });
     const loose = await token(d, { projectId: project.key });
     await awayFromMinuteEnd();

@@ -1,12 +1,12 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import pino from 'pino';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { createContext, type Context } from '../../src/context.js';
 import { RedisCache } from '../../src/platform/cache.js';
 import { randomBase32 } from '../../src/platform/ids.js';
 import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call, createToken, deploymentConfig, tempDeployment, type Backend } from '../helpers/app.js';
-import type { FakeUpstream } from '../helpers/fake-upstream.js';
+import { startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { chatBody, registerModel } from '../helpers/models.js';
 import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
 
@@ -167,4 +167,22 @@ export async function storedUsage(d: Deployment, where: { tokenId?: string; proj
 export async function awayFromMinuteEnd(marginMs = 8_000): Promise<void> {
   const left = 60_000 - (Date.now() % 60_000);
   if (left < marginMs) await new Promise((resolve) => setTimeout(resolve, left + 50));
+}
+
+/**
+ * One fake OpenAI-compatible upstream for a test file, answering 10 prompt and 20 completion tokens unless a test
+ * sets other usage. Returns its getter (the server starts in beforeAll).
+ */
+export function useFakeUpstream(): () => FakeUpstream {
+  let fake: FakeUpstream | undefined;
+  beforeAll(async () => {
+    fake = await startFakeOpenAi();
+  });
+  afterAll(async () => {
+    await fake?.close();
+  });
+  beforeEach(() => {
+    fake!.usage = { prompt: 10, completion: 20 };
+  });
+  return () => fake!;
 }
