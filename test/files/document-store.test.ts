@@ -76,6 +76,17 @@ describe.each(combos)('document store on %s with %s storage', (backend, storage)
     expect(res.json().error.message).toMatch(/key|name|field|public/);
   });
 
+  it.each([
+    ['PUT', `${FILES}/Upper-Case/objects/a.txt`],
+    ['GET', `${FILES}/Upper-Case/objects/a.txt`],
+    ['DELETE', `${FILES}/-dash/objects/a.txt`],
+    ['GET', `${FILES}/${'b'.repeat(64)}/objects`],
+  ] as const)('answers %s %s, a bucket key that can never exist, with 400 naming it', async (method, url) => {
+    const res = await call(t.app, t.ownerToken, { method, url, payload: method === 'PUT' ? 'x' : undefined });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.message).toContain('bucketKey');
+  });
+
   it('stores any bytes under a key with slashes and returns them unchanged, with type, length and hash', async () => {
     const bucket = await createBucket();
     const data = randomBytes(2.5 * 1024 * 1024); // crosses the database storage's 1 MiB rows
