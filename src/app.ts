@@ -4,6 +4,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { analyticsRoutes } from './areas/analytics/routes.js';
 import { auditRoutes } from './areas/audit/routes.js';
 import { authRoutes } from './areas/auth/routes.js';
+import { batchRoutes } from './areas/batches/routes.js';
 import { fileRoutes } from './areas/files/routes.js';
 import { healthRoutes } from './areas/health/routes.js';
 import { inferenceRoutes } from './areas/inference/routes.js';
@@ -98,6 +99,7 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
   await app.register(inferenceRoutes, options);
   await app.register(analyticsRoutes, options);
   await app.register(fileRoutes, options);
+  await app.register(batchRoutes, options);
   await app.ready();
   return app;
 }

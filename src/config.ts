@@ -46,6 +46,16 @@ export interface Config {
     storage: 'disk' | 'database';
     maxObjectBytes: number;
   };
+  batches: {
+    /** Most request lines one batch may have. */
+    maxLines: number;
+    /** Items this instance runs at once, across every batch. */
+    concurrency: number;
+    /** How long a claimed item stays with its worker without a heartbeat before another worker takes it. */
+    leaseMs: number;
+    /** Run batch items on this instance (false: serve the API only). */
+    worker: boolean;
+  };
 }
 
 /** A bad environment variable: the message is one line that names it. */
@@ -180,6 +190,12 @@ export function loadConfig(env: Env = process.env): Config {
     files: {
       storage: filesStorage(env, database),
       maxObjectBytes: integer(env, 'WAYGATE_FILES_MAX_BYTES', 100 * 1024 * 1024, 1, 1024 ** 4),
+    },
+    batches: {
+      maxLines: integer(env, 'WAYGATE_BATCH_MAX_LINES', 10_000, 1, 1_000_000),
+      concurrency: integer(env, 'WAYGATE_BATCH_CONCURRENCY', 32, 1, 10_000),
+      leaseMs: integer(env, 'WAYGATE_BATCH_LEASE_SECONDS', 30, 1, 3600) * 1000,
+      worker: boolean(env, 'WAYGATE_BATCH_WORKER', true),
     },
   };
 }

@@ -5,6 +5,9 @@ import { AnalyticsStore } from './areas/analytics/store.js';
 import { AuditService } from './areas/audit/service.js';
 import { AuditStore } from './areas/audit/store.js';
 import { AuthService } from './areas/auth/service.js';
+import { BatchService } from './areas/batches/service.js';
+import { BatchStore } from './areas/batches/store.js';
+import { BATCH_CREATED_TOPIC, BatchWorker } from './areas/batches/worker.js';
 import { FileService } from './areas/files/service.js';
 import { DatabaseBlobStorage } from './areas/files/storage/database.js';
 import { DiskBlobStorage } from './areas/files/storage/disk.js';
@@ -47,10 +50,13 @@ export interface Context {
   licence: Licence;
   health: HealthRegistry;
   bootstrap: BootstrapResult;
+  /** Runs batch items on this instance (null when WAYGATE_BATCH_WORKER=false); started by startWorkers(). */
+  batchWorker: BatchWorker | null;
   services: {
     analytics: AnalyticsService;
     audit: AuditService;
     auth: AuthService;
+    batches: BatchService;
     files: FileService;
     inference: InferenceService;
     limits: LimitService;
@@ -61,6 +67,8 @@ export interface Context {
     usage: UsageService;
     users: UserService;
   };
+  /** Starts the background workers (the server does; the CLI and tests that only read do not). */
+  startWorkers(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -117,11 +125,19 @@ export async function createContext(config: Config, options: ContextOptions = {}
       log,
     );
     files.start();
+    const batchStore = new BatchStore(db, database.dialect, database.transaction);
+    const batches = new BatchService(batchStore, files, models, { maxLines: config.batches.maxLines });
+    const eventBus = bus;
+    batches.onCreated(() => void eventBus.publish(BATCH_CREATED_TOPIC, '').catch(() => undefined));
+    const batchWorker = config.batches.worker
+      ? new BatchWorker(batchStore, batches, inference, files, tokens, bus, { concurrency: config.batches.concurrency, leaseMs: config.batches.leaseMs }, log)
+      : null;
     const bootstrap = await tenants.bootstrap(options.skipBootstrapToken ? { ...config, bootstrapToken: undefined } : config);
 
     const health = new HealthRegistry();
     health.register(database.dialect, databaseCheck(database, config.database));
     health.register('cache', cacheCheck(cache));
+    health.register('queue', batches.queueCheck(config.batches.leaseMs));
 
     const closeCache = cache;
     const closeBus = bus;
@@ -136,8 +152,14 @@ export async function createContext(config: Config, options: ContextOptions = {}
       licence,
       health,
       bootstrap,
-      services: { analytics, audit, auth, files, inference, limits, models, projects, tenants, tokens, usage, users },
+      batchWorker,
+      services: { analytics, audit, auth, batches, files, inference, limits, models, projects, tenants, tokens, usage, users },
+      async startWorkers() {
+        await batchWorker?.start();
+      },
       async close() {
+        // Workers first: running items finish (or are handed back) while the database is still open.
+        await batchWorker?.stop();
         files.close();
         await usage.close();
         await audit.close();

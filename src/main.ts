@@ -30,6 +30,7 @@ export async function startServer(config: Config, announce: (line: string) => vo
   const { generatedAdminPassword, adminEmail } = ctx.bootstrap;
   if (generatedAdminPassword) announce(`Admin ${adminEmail} password (generated, shown only this once): ${generatedAdminPassword}`);
   const app = await buildApp(ctx);
+  await ctx.startWorkers();
   const address = await app.listen({ port: config.port, host: config.host });
   ctx.health.markServing();
   let stopping: Promise<void> | null = null;

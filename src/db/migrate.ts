@@ -5,6 +5,7 @@ import { migration0001Identity } from './migrations/0001_identity.js';
 import { migration0002SessionVersion } from './migrations/0002_session_version.js';
 import { migration0003Inference } from './migrations/0003_inference.js';
 import { migration0004Files } from './migrations/0004_files.js';
+import { migration0005Batches } from './migrations/0005_batches.js';
 
 /** Forward-only migrations, the same files for SQLite and PostgreSQL, applied in name order. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -13,6 +14,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0002_session_version': migration0002SessionVersion,
     '0003_inference': migration0003Inference(dialect),
     '0004_files': migration0004Files(dialect),
+    '0005_batches': migration0005Batches(dialect),
   };
 }
 

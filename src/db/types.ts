@@ -166,6 +166,66 @@ export interface FileBlobsTable {
   data: Buffer;
 }
 
+export interface BatchesTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  endpoint: string;
+  status: string;
+  completion_window: string;
+  input_bucket_key: string | null;
+  input_object_key: string | null;
+  output_bucket_key: string | null;
+  output_object_key: string | null;
+  error_message: string | null;
+  metadata: JsonColumn;
+  token_id: string | null;
+  user_id: string | null;
+  total: number;
+  completed: number;
+  failed: number;
+  cancelled: number;
+  input_tokens: number;
+  output_tokens: number;
+  finalizer: string | null;
+  finalizer_until: number | null;
+  created_at: number;
+  started_at: number | null;
+  completed_at: number | null;
+  cancelled_at: number | null;
+}
+
+export interface BatchItemsTable {
+  id: string;
+  batch_id: string;
+  tenant_id: string;
+  project_id: string;
+  idx: number;
+  custom_id: string | null;
+  request_body: string;
+  status: string;
+  attempts: number;
+  run_after: number;
+  locked_by: string | null;
+  locked_until: number | null;
+  response_status_code: number | null;
+  response_body: string | null;
+  error_message: string | null;
+  input_tokens: number | null;
+  output_tokens: number | null;
+  started_at: number | null;
+  ended_at: number | null;
+}
+
+export interface BatchWorkersTable {
+  id: string;
+  hostname: string;
+  pid: number;
+  concurrency: number;
+  started_at: number;
+  heartbeat_at: number;
+}
+
 export interface InstanceMetaTable {
   key: string;
   value: string;
@@ -185,6 +245,9 @@ export interface Database {
   file_buckets: FileBucketsTable;
   file_objects: FileObjectsTable;
   file_blobs: FileBlobsTable;
+  batches: BatchesTable;
+  batch_items: BatchItemsTable;
+  batch_workers: BatchWorkersTable;
 }
 
 export type Db = Kysely<Database>;

@@ -37,20 +37,31 @@ function findUnstorable(root: unknown): Unstorable | null {
 /** Only bodies that spell out a NUL or a surrogate escape can hold one (the wire text is decoded UTF-8). */
 const SUSPECT = /\\u0000|\0|\\u[dD][89a-fA-F]/;
 
+/**
+ * Client JSON as Fastify's own parser reads it (`__proto__` and `constructor.prototype` keys refused, not merged),
+ * and only values PostgreSQL can store. Throws the 400 to answer; `where` names the text in the message.
+ */
+export function parseClientJson(text: string, where = 'body'): unknown {
+  let value: unknown;
+  try {
+    value = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
+  } catch (err) {
+    throw ERRORS.malformedJson(err instanceof Error ? err.message : String(err));
+  }
+  const unstorable = SUSPECT.test(text) ? findUnstorable(value) : null;
+  if (unstorable === 'nul') throw ERRORS.nulCharacter(where);
+  if (unstorable === 'surrogate') throw ERRORS.loneSurrogate();
+  return value;
+}
+
 function parseJson(_request: FastifyRequest, body: string | Buffer, done: (err: Error | null, value?: unknown) => void): void {
   const text = body.toString().trim();
   if (text === '') return done(null, undefined);
-  let value: unknown;
   try {
-    // As Fastify's own parser does: __proto__ and constructor.prototype keys are refused, not merged.
-    value = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
+    done(null, parseClientJson(text));
   } catch (err) {
-    return done(ERRORS.malformedJson(err instanceof Error ? err.message : String(err)), undefined);
+    done(err as Error, undefined);
   }
-  const unstorable = SUSPECT.test(text) ? findUnstorable(value) : null;
-  if (unstorable === 'nul') return done(ERRORS.nulCharacter('body'), undefined);
-  if (unstorable === 'surrogate') return done(ERRORS.loneSurrogate(), undefined);
-  done(null, value);
 }
 
 /**

@@ -21,6 +21,11 @@ const textAjv = makeAjv({ coerceTypes: 'array' });
 export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) =>
   (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
 
+/** A validator for a JSON value outside a route (batch lines): the same rules a route's body schema applies. */
+export function compileBodyValidator(schema: object): ((value: unknown) => boolean) & { errors?: Partial<ErrorObject>[] | null } {
+  return bodyAjv.compile(schema);
+}
+
 /** One readable sentence naming the field and the rule, e.g. `body.role must be one of: owner, admin`. */
 export function formatValidationError(errors: readonly Partial<ErrorObject>[], part: string): string {
   const error = errors[0];

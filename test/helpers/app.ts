@@ -35,6 +35,8 @@ export interface TestAppOptions {
   env?: Record<string, string>;
   /** Leave readiness in "starting" (default: marked serving like a started server). */
   notServing?: boolean;
+  /** Leave the background workers (batch items) stopped (default: started like a server's). */
+  noWorkers?: boolean;
 }
 
 /** A fully wired app on its own database (temp SQLite file or a fresh PostgreSQL database). */
@@ -57,6 +59,7 @@ export async function createTestApp(options: TestAppOptions = {}): Promise<TestA
   const logger = pino({ level: config.logLevel }, { write: (line: string) => void logs.push(line) });
   const ctx = await createContext(config, { logger, cachePrefix: `waygate-test:${randomBase32(10)}:` });
   const app = await buildApp(ctx);
+  if (!options.noWorkers) await ctx.startWorkers();
   if (!options.notServing) ctx.health.markServing();
   const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } });
   if (login.statusCode !== 200) throw new Error(`test login failed: ${login.body}`);

@@ -38,6 +38,8 @@ export interface NewObject {
   /** Content-Length, when the client sent one: a body announced too large is refused before it is read. */
   declaredLength: number | undefined;
   body: AsyncIterable<Buffer>;
+  /** Largest size accepted; default the upload limit. Objects Waygate writes itself (batch results) have none. */
+  maxBytes?: number;
 }
 
 function validObjectKey(key: string): string {
@@ -117,7 +119,7 @@ export class FileService {
   async putObject(scope: ProjectScope, bucketKey: string, objectKey: string, input: NewObject): Promise<{ bucket: BucketRecord; object: ObjectRecord }> {
     const bucket = await this.bucket(scope, bucketKey);
     validObjectKey(objectKey);
-    const limit = this.settings.maxObjectBytes;
+    const limit = input.maxBytes ?? this.settings.maxObjectBytes;
     if (input.declaredLength !== undefined && input.declaredLength > limit) throw ERRORS.bodyTooLarge(limit);
     if (input.contentType !== undefined && input.contentType.length > MAX_CONTENT_TYPE_LENGTH) {
       throw ERRORS.validation(`Content-Type is longer than ${MAX_CONTENT_TYPE_LENGTH} characters`);

@@ -31,10 +31,11 @@ export interface Caller {
   service?: string;
 }
 
-/** A finished JSON answer: the body (raw text when forwarded unchanged) and the time spent upstream. */
+/** A finished JSON answer: the body (raw text when forwarded unchanged), the usage metered and the time spent upstream. */
 export interface JsonAnswer {
   body: JsonObject;
   raw?: string;
+  usage: Usage;
   upstreamMs: number;
 }
 
@@ -221,7 +222,7 @@ export class InferenceService {
       const usage = answer.usage ?? { inputTokens: options.estimateInput(), outputTokens: 0, estimated: true };
       await this.settle(reservation, model, usage);
       this.meter(caller, model, options.endpoint, options.service, usage, 200, answer.upstreamMs, false);
-      return { body: answer.body, raw: answer.raw, upstreamMs: answer.upstreamMs };
+      return { body: answer.body, raw: answer.raw, usage, upstreamMs: answer.upstreamMs };
     } catch (err) {
       await this.settle(reservation, candidates[0]!, null);
       this.meter(caller, candidates[0]!, options.endpoint, options.service, null, statusOf(err), 0, false);

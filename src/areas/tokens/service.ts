@@ -182,6 +182,11 @@ export class TokenService {
     };
   }
 
+  /** A token by id, revoked and expired ones included (work a token submitted checks it is still in force). */
+  async find(tenantId: string, id: string): Promise<TokenRecord | null> {
+    return (await this.store.findById(tenantId, id))?.token ?? null;
+  }
+
   async list(actor: Extract<Principal, { kind: 'user' }>): Promise<TokenRecord[]> {
     // Owners and admins manage every token of the tenant; others see the tokens they created.
     return this.store.list(actor.tenantId, roleAtLeast(actor.role, 'admin') ? undefined : actor.userId);

@@ -1,0 +1,148 @@
+import { parseClientJson } from '../../http/body.js';
+import { AppError, ERRORS } from '../../http/errors.js';
+import { compileBodyValidator, formatValidationError } from '../../http/validation.js';
+import type { JsonObject } from '../../providers/types.js';
+import { ChatBody, EmbeddingsBody } from '../inference/schemas.js';
+
+/** The endpoints a batch can target (interface 9.2: the `/v1/...` form). */
+export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/embeddings'] as const;
+export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];
+
+export const MAX_CUSTOM_ID_LENGTH = 512;
+
+/** One request of a batch, validated: it becomes one item. */
+export interface BatchLine {
+  customId: string | null;
+  body: JsonObject;
+  /** 1-based: the array position for inline requests, the physical line of a JSONL file. */
+  lineNumber: number;
+}
+
+/** Each line body is held to the rules of the endpoint it targets, the same schema a direct call is checked with. */
+const bodyValidators = {
+  '/v1/chat/completions': compileBodyValidator(ChatBody),
+  '/v1/embeddings': compileBodyValidator(EmbeddingsBody),
+};
+
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function lineError(lineNumber: number, problem: string): AppError {
+  return ERRORS.validation(`Line ${lineNumber}: ${problem}`);
+}
+
+/** Interface 4.7 rules 2 and 3 first (each with its own message), then the endpoint's full body schema. */
+function checkBody(endpoint: BatchEndpoint, body: unknown, lineNumber: number): JsonObject {
+  if (!isObject(body)) throw lineError(lineNumber, 'body must be a JSON object');
+  if (typeof body.model !== 'string' || body.model === '') throw lineError(lineNumber, 'body.model is required (a model key of the project)');
+  if (endpoint === '/v1/chat/completions' && !Array.isArray(body.messages)) {
+    throw lineError(lineNumber, 'body.messages is required (an array of messages) for /v1/chat/completions');
+  }
+  if (endpoint === '/v1/embeddings' && (body.input === undefined || body.input === null)) {
+    throw lineError(lineNumber, 'body.input is required for /v1/embeddings');
+  }
+  if (body.stream === true) throw lineError(lineNumber, 'body.stream: streaming is not supported in batches; remove stream or set it to false');
+  const validate = bodyValidators[endpoint];
+  if (!validate(body)) throw lineError(lineNumber, formatValidationError(validate.errors ?? [], 'body'));
+  return body;
+}
+
+function checkCustomId(value: unknown, lineNumber: number): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string') throw lineError(lineNumber, 'custom_id must be a string');
+  if (value.length > MAX_CUSTOM_ID_LENGTH) throw lineError(lineNumber, `custom_id is longer than ${MAX_CUSTOM_ID_LENGTH} characters`);
+  return value;
+}
+
+/** Interface 4.7 rule 4, for JSONL lines and inline requests that spell them out. */
+function checkTarget(line: JsonObject, endpoint: BatchEndpoint, lineNumber: number): void {
+  if (line.url !== undefined && line.url !== endpoint) {
+    throw lineError(lineNumber, `url ${JSON.stringify(line.url)} does not match the batch endpoint ${endpoint}`);
+  }
+  if (line.method !== undefined && line.method !== 'POST') throw lineError(lineNumber, `method must be POST, got ${JSON.stringify(line.method)}`);
+}
+
+/**
+ * An inline request `{ custom_id?, body }`; an object without a `body` key is the body itself (its `custom_id`, when
+ * it has one, is taken out rather than sent to the model).
+ */
+export function inlineLine(endpoint: BatchEndpoint, value: unknown, lineNumber: number): BatchLine {
+  if (!isObject(value)) throw lineError(lineNumber, 'each request must be a JSON object');
+  if (!('body' in value)) {
+    const { custom_id: customId, ...body } = value;
+    return { customId: checkCustomId(customId, lineNumber), body: checkBody(endpoint, body, lineNumber), lineNumber };
+  }
+  checkTarget(value, endpoint, lineNumber);
+  return { customId: checkCustomId(value.custom_id, lineNumber), body: checkBody(endpoint, value.body, lineNumber), lineNumber };
+}
+
+/** One JSONL line `{ custom_id?, method?, url?, body }`. */
+export function fileLine(endpoint: BatchEndpoint, text: string, lineNumber: number): BatchLine {
+  let value: unknown;
+  try {
+    value = parseClientJson(text, `line ${lineNumber}`);
+  } catch (err) {
+    if (err instanceof AppError && err.code === 'invalid_json') throw lineError(lineNumber, err.message.replace('Request body is', 'is'));
+    throw err;
+  }
+  if (!isObject(value)) throw lineError(lineNumber, 'must be a JSON object { custom_id?, method?, url?, body }');
+  if (!('body' in value)) throw lineError(lineNumber, 'body is required');
+  checkTarget(value, endpoint, lineNumber);
+  return { customId: checkCustomId(value.custom_id, lineNumber), body: checkBody(endpoint, value.body, lineNumber), lineNumber };
+}
+
+/** Lines that are empty or only whitespace are skipped (a trailing newline, blank separators). */
+export function isBlank(text: string): boolean {
+  return text.trim() === '';
+}
+
+/**
+ * The lines of a UTF-8 JSONL stream, numbered from 1, at most `maxLines` request lines (blank lines are not
+ * counted). Not UTF-8, a line that is not a valid request, or one line too many: a 400 naming the problem.
+ */
+export async function* jsonlLines(chunks: AsyncIterable<Buffer>, endpoint: BatchEndpoint, maxLines: number): AsyncGenerator<BatchLine> {
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  let carry = '';
+  let lineNumber = 0;
+  let requests = 0;
+  const take = (text: string): BatchLine | null => {
+    lineNumber++;
+    const line = text.endsWith('\r') ? text.slice(0, -1) : text;
+    if (isBlank(line)) return null;
+    if (++requests > maxLines) throw tooManyLines(maxLines);
+    return fileLine(endpoint, line, lineNumber);
+  };
+  try {
+    for await (const chunk of chunks) {
+      const parts = (carry + decoder.decode(chunk, { stream: true })).split('\n');
+      carry = parts.pop()!;
+      for (const part of parts) {
+        const line = take(part);
+        if (line) yield line;
+      }
+    }
+    const last = take(carry + decoder.decode());
+    if (last) yield last;
+  } catch (err) {
+    if (err instanceof TypeError && (err as { code?: string }).code === 'ERR_ENCODING_INVALID_ENCODED_DATA') {
+      throw ERRORS.validation(`The input file is not valid UTF-8 (near line ${lineNumber + 1})`);
+    }
+    throw err;
+  }
+}
+
+export function tooManyLines(maxLines: number): AppError {
+  return ERRORS.validation(`The batch has more than ${maxLines} request lines (the maximum, WAYGATE_BATCH_MAX_LINES)`);
+}
+
+/** custom_id identifies a result line, so two lines may not share one (as with OpenAI's batches). */
+export function checkUniqueCustomIds(lines: BatchLine[]): void {
+  const seen = new Map<string, number>();
+  for (const line of lines) {
+    if (line.customId === null) continue;
+    const first = seen.get(line.customId);
+    if (first !== undefined) throw lineError(line.lineNumber, `custom_id ${JSON.stringify(line.customId)} is already used by line ${first}`);
+    seen.set(line.customId, line.lineNumber);
+  }
+}

@@ -1,0 +1,204 @@
+import { AppError, ERRORS } from '../../http/errors.js';
+import type { ProjectScope } from '../../http/principal.js';
+import type { HealthCheck } from '../../platform/health.js';
+import { newId, timeOrderedId } from '../../platform/ids.js';
+import { pageSize, unixSeconds } from '../../platform/time.js';
+import type { Capability } from '../../providers/types.js';
+import type { FileService } from '../files/service.js';
+import type { ModelService } from '../models/service.js';
+import { checkUniqueCustomIds, inlineLine, jsonlLines, tooManyLines, type BatchEndpoint, type BatchLine } from './input.js';
+import type { BatchRecord, BatchStatus, BatchStore, ItemRecord, ItemStatus } from './store.js';
+import { resultLine } from './views.js';
+
+/** Who submits a batch: its items run in this project, on this token's budget. */
+export interface Submitter {
+  scope: ProjectScope;
+  tokenId: string | null;
+  userId: string | null;
+}
+
+export interface CreateBatchInput {
+  endpoint: BatchEndpoint;
+  requests?: unknown[];
+  input_file?: { bucket_key: string; object_key: string };
+  output_bucket_key?: string;
+  completion_window?: string;
+  metadata?: Record<string, unknown> | null;
+}
+
+export interface BatchSettings {
+  maxLines: number;
+}
+
+const CAPABILITY: Record<BatchEndpoint, Capability> = { '/v1/chat/completions': 'chat', '/v1/embeddings': 'embeddings' };
+/** Metadata is echoed on every read of the batch (500 to a list page): kept small. */
+const MAX_METADATA_BYTES = 16 * 1024;
+const RESULTS_PAGE = 500;
+
+/** A document-store 404 while reading the input: the submission is at fault, so a 400 (interface 7.1). */
+function unreadable(err: unknown): never {
+  if (err instanceof AppError && err.statusCode === 404) throw ERRORS.validation(`input_file is unreadable: ${err.message}`);
+  throw err;
+}
+
+/**
+ * Batches (interface 4.7): validated and stored in one transaction, run by the batch worker, read back as batch
+ * objects, item pages and JSONL results.
+ */
+export class BatchService {
+  private readonly createdListeners: (() => void)[] = [];
+
+  constructor(
+    private readonly store: BatchStore,
+    private readonly files: FileService,
+    private readonly models: ModelService,
+    private readonly settings: BatchSettings,
+  ) {}
+
+  /** Called after every create (the worker wakes up rather than waiting for its next poll). */
+  onCreated(listener: () => void): void {
+    this.createdListeners.push(listener);
+  }
+
+  async create(submitter: Submitter, input: CreateBatchInput): Promise<BatchRecord> {
+    const { scope } = submitter;
+    if ((input.requests === undefined) === (input.input_file === undefined)) {
+      throw ERRORS.validation('Give exactly one of requests (inline lines) and input_file (a JSONL object in the document store)');
+    }
+    const metadata = input.metadata ?? {};
+    if (JSON.stringify(metadata).length > MAX_METADATA_BYTES) throw ERRORS.validation(`metadata is larger than ${MAX_METADATA_BYTES} bytes as JSON`);
+    if (input.output_bucket_key !== undefined) {
+      await this.files.bucket(scope, input.output_bucket_key).catch((err: unknown) => {
+        if (err instanceof AppError && err.statusCode === 404) throw ERRORS.validation(`output_bucket_key: bucket "${input.output_bucket_key}" not found in this project`);
+        throw err;
+      });
+    }
+    const lines = input.requests ? this.inlineLines(input.endpoint, input.requests) : await this.fileLines(scope, input.endpoint, input.input_file!);
+    if (lines.length === 0) throw ERRORS.validation('The batch has no request lines');
+    checkUniqueCustomIds(lines);
+    await this.checkModels(scope, input.endpoint, lines);
+
+    const now = Date.now();
+    const batch: BatchRecord = {
+      id: newId('batch'),
+      ...scope,
+      endpoint: input.endpoint,
+      status: 'in_progress',
+      completionWindow: input.completion_window ?? '24h',
+      inputFile: input.input_file ? { bucketKey: input.input_file.bucket_key, objectKey: input.input_file.object_key } : null,
+      outputBucketKey: input.output_bucket_key ?? null,
+      outputObjectKey: null,
+      errorMessage: null,
+      metadata,
+      tokenId: submitter.tokenId,
+      userId: submitter.userId,
+      counts: { total: lines.length, completed: 0, failed: 0, cancelled: 0 },
+      usage: { inputTokens: 0, outputTokens: 0 },
+      createdAt: now,
+      startedAt: now,
+      completedAt: null,
+      cancelledAt: null,
+    };
+    const items = lines.map((line, index) => ({ id: timeOrderedId('item', now), index, customId: line.customId, requestBody: JSON.stringify(line.body) }));
+    await this.store.insert(batch, items);
+    for (const listener of this.createdListeners) listener();
+    return batch;
+  }
+
+  private inlineLines(endpoint: BatchEndpoint, requests: unknown[]): BatchLine[] {
+    if (requests.length > this.settings.maxLines) throw tooManyLines(this.settings.maxLines);
+    return requests.map((request, i) => inlineLine(endpoint, request, i + 1));
+  }
+
+  private async fileLines(scope: ProjectScope, endpoint: BatchEndpoint, file: { bucket_key: string; object_key: string }): Promise<BatchLine[]> {
+    const { body } = await this.files.open(scope, file.bucket_key, file.object_key).catch(unreadable);
+    const lines: BatchLine[] = [];
+    for await (const line of jsonlLines(body, endpoint, this.settings.maxLines)) lines.push(line);
+    return lines;
+  }
+
+  /** Every model a line names must be the project's and offer the endpoint's capability: found now, not per item. */
+  private async checkModels(scope: ProjectScope, endpoint: BatchEndpoint, lines: BatchLine[]): Promise<void> {
+    const firstLine = new Map<string, number>();
+    for (const line of lines) if (!firstLine.has(line.body.model as string)) firstLine.set(line.body.model as string, line.lineNumber);
+    const capability = CAPABILITY[endpoint];
+    for (const [key, lineNumber] of firstLine) {
+      const model = await this.models.find(scope, key);
+      if (!model) throw ERRORS.validation(`Line ${lineNumber}: model "${key}" is not a model of this project (GET /models lists them)`);
+      if (!model.record.capabilities.includes(capability)) {
+        throw ERRORS.validation(`Line ${lineNumber}: model "${key}" does not offer ${capability} (it offers ${model.record.capabilities.join(', ')})`);
+      }
+    }
+  }
+
+  /** Another project's batch is a 404 like a missing one. */
+  async get(scope: ProjectScope, id: string): Promise<BatchRecord> {
+    const batch = await this.store.find(scope, id);
+    if (!batch) throw ERRORS.notFound('Batch', id);
+    return batch;
+  }
+
+  /** Newest first; `limit` defaults to 50 and is clamped to 1-500; `after` is the last id of the previous page. */
+  async list(scope: ProjectScope, query: { status?: BatchStatus; limit?: number; after?: string }): Promise<{ batches: BatchRecord[]; hasMore: boolean }> {
+    const limit = pageSize(query.limit, 50, 500);
+    let before: { createdAt: number; id: string } | undefined;
+    if (query.after !== undefined) {
+      const last = await this.store.find(scope, query.after);
+      if (!last) throw ERRORS.validation(`after: batch "${query.after}" not found in this project`);
+      before = { createdAt: last.createdAt, id: last.id };
+    }
+    const rows = await this.store.list(scope, { status: query.status, before, limit });
+    return { batches: rows.slice(0, limit), hasMore: rows.length > limit };
+  }
+
+  /** Items by index: `limit` defaults to 100 and is clamped to 1-1000, `skip` is an offset. */
+  async items(scope: ProjectScope, id: string, query: { status?: ItemStatus; limit?: number; skip?: number }): Promise<ItemRecord[]> {
+    const batch = await this.get(scope, id);
+    return this.store.items(batch.id, { status: query.status, limit: pageSize(query.limit, 100, 1000), skip: query.skip ?? 0 });
+  }
+
+  /** Interface 3.1: only a batch in progress (or validating) can be cancelled; anything else is a 400. */
+  async cancel(scope: ProjectScope, id: string): Promise<BatchRecord> {
+    const outcome = await this.store.cancel(scope, id);
+    if (!outcome) throw ERRORS.notFound('Batch', id);
+    if (!outcome.cancelled) throw ERRORS.validation(`Batch "${id}" is ${outcome.batch.status} and cannot be cancelled (only in_progress or validating batches can)`);
+    return outcome.batch;
+  }
+
+  /** The batch (404 before anything is streamed) and its result lines. */
+  async results(scope: ProjectScope, id: string, status?: 'succeeded' | 'failed'): Promise<AsyncGenerator<string>> {
+    const batch = await this.get(scope, id);
+    return this.resultLines(batch.id, status ? [status] : ['succeeded', 'failed']);
+  }
+
+  /** Result lines in index order, read a page at a time so that memory stays flat however big the batch. */
+  async *resultLines(batchId: string, statuses: ('succeeded' | 'failed')[]): AsyncGenerator<string> {
+    let after = -1;
+    for (;;) {
+      const rows = await this.store.results(batchId, statuses, after, RESULTS_PAGE);
+      if (rows.length === 0) return;
+      yield rows.map(resultLine).join('');
+      if (rows.length < RESULTS_PAGE) return;
+      after = rows[rows.length - 1]!.index;
+    }
+  }
+
+  /**
+   * The `queue` health check: items waiting and running, how long the oldest has waited, and the workers alive
+   * (a heartbeat within one lease). Degraded when items wait and no worker is alive to run them.
+   */
+  queueCheck(leaseMs: number): HealthCheck {
+    return async () => {
+      const now = Date.now();
+      const stats = await this.store.queueStats(now - leaseMs);
+      const details = {
+        pending: stats.pending,
+        running: stats.running,
+        oldestPendingAgeSeconds: stats.oldestPendingSince === null ? 0 : Math.max(0, unixSeconds(now - stats.oldestPendingSince)),
+        liveWorkers: stats.liveWorkers,
+      };
+      if (stats.pending > 0 && stats.liveWorkers === 0) return { status: 'degraded', message: 'batch items are waiting and no batch worker is alive', details };
+      return { status: 'ok', details };
+    };
+  }
+}
