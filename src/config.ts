@@ -55,6 +55,8 @@ export interface Config {
     leaseMs: number;
     /** Run batch items on this instance (false: serve the API only). */
     worker: boolean;
+    /** Wait before an item's second attempt after a transient failure; the third waits five times as long. */
+    retryDelayMs: number;
   };
 }
 
@@ -196,6 +198,7 @@ export function loadConfig(env: Env = process.env): Config {
       concurrency: integer(env, 'WAYGATE_BATCH_CONCURRENCY', 32, 1, 10_000),
       leaseMs: integer(env, 'WAYGATE_BATCH_LEASE_SECONDS', 30, 1, 3600) * 1000,
       worker: boolean(env, 'WAYGATE_BATCH_WORKER', true),
+      retryDelayMs: integer(env, 'WAYGATE_BATCH_RETRY_DELAY_MS', 1000, 0, 3_600_000),
     },
   };
 }

@@ -66,7 +66,38 @@ export const CLIENT_ROUTES: RouteSpec[] = [
     okStatus: 200,
     request: async (t) => ({ method: 'DELETE', url: `/api/client/v1/files/buckets/${await securityBucket(t)}/objects/${await securityObject(t)}` }),
   },
+  {
+    operation: 'POST /api/client/v1/batches',
+    okStatus: 201,
+    request: () => ({ method: 'POST', url: '/api/client/v1/batches', payload: securityBatchBody() }),
+  },
+  { operation: 'GET /api/client/v1/batches', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/batches' }) },
+  { operation: 'GET /api/client/v1/batches/{batchId}', okStatus: 200, request: async (t) => ({ method: 'GET', url: `/api/client/v1/batches/${await securityBatch(t)}` }) },
+  {
+    operation: 'POST /api/client/v1/batches/{batchId}/cancel',
+    okStatus: 200,
+    // A fresh batch each time (a cancelled one cannot be cancelled again); its worker is not started in these apps.
+    request: async (t) => ({ method: 'POST', url: `/api/client/v1/batches/${await securityBatch(t, true)}/cancel` }),
+  },
+  { operation: 'GET /api/client/v1/batches/{batchId}/items', okStatus: 200, request: async (t) => ({ method: 'GET', url: `/api/client/v1/batches/${await securityBatch(t)}/items` }) },
+  { operation: 'GET /api/client/v1/batches/{batchId}/results', okStatus: 200, request: async (t) => ({ method: 'GET', url: `/api/client/v1/batches/${await securityBatch(t)}/results` }) },
 ];
+
+function securityBatchBody() {
+  return { endpoint: '/v1/chat/completions', requests: [{ custom_id: 'a', body: { model: 'local-chat', messages: [{ role: 'user', content: 'hi' }] } }] };
+}
+
+const securityBatches = new WeakMap<TestApp, string>();
+
+/** A batch of project default for the batch cases (one per app; `fresh` makes a new one). */
+async function securityBatch(t: TestApp, fresh = false): Promise<string> {
+  const known = securityBatches.get(t);
+  if (known && !fresh) return known;
+  const res = await call(t.app, t.ownerToken, { method: 'POST', url: '/api/client/v1/batches', payload: securityBatchBody() });
+  if (res.statusCode !== 201) throw new Error(`batch create failed: ${res.statusCode} ${res.body}`);
+  if (!fresh) securityBatches.set(t, res.json().id);
+  return res.json().id as string;
+}
 
 /** A bucket of project default for the document-store cases (created once per app). */
 async function securityBucket(t: TestApp): Promise<string> {

@@ -5,7 +5,7 @@ import { CLIENT_ROUTES, clientSecurityCases, DASHBOARD_ROUTES, dashboardSecurity
 describe.each(BACKENDS)('route security on %s', (backend) => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await createTestApp({ backend });
+    t = await createTestApp({ backend, noWorkers: true });
   });
   afterAll(async () => t.close());
   const getT = () => t;

@@ -83,7 +83,7 @@ export function fileLine(endpoint: BatchEndpoint, text: string, lineNumber: numb
   try {
     value = parseClientJson(text, `line ${lineNumber}`);
   } catch (err) {
-    if (err instanceof AppError && err.code === 'invalid_json') throw lineError(lineNumber, err.message.replace('Request body is', 'is'));
+    if (err instanceof AppError && err.code === 'invalid_json') throw ERRORS.validation(err.message.replace('Request body', `Line ${lineNumber}`));
     throw err;
   }
   if (!isObject(value)) throw lineError(lineNumber, 'must be a JSON object { custom_id?, method?, url?, body }');

@@ -46,7 +46,7 @@ function unreadable(err: unknown): never {
  * objects, item pages and JSONL results.
  */
 export class BatchService {
-  private readonly createdListeners: (() => void)[] = [];
+  private readonly workListeners: (() => void)[] = [];
 
   constructor(
     private readonly store: BatchStore,
@@ -55,9 +55,13 @@ export class BatchService {
     private readonly settings: BatchSettings,
   ) {}
 
-  /** Called after every create (the worker wakes up rather than waiting for its next poll). */
-  onCreated(listener: () => void): void {
-    this.createdListeners.push(listener);
+  /** Called after every create and cancel: workers look for work at once rather than at their next poll. */
+  onWork(listener: () => void): void {
+    this.workListeners.push(listener);
+  }
+
+  private announceWork(): void {
+    for (const listener of this.workListeners) listener();
   }
 
   async create(submitter: Submitter, input: CreateBatchInput): Promise<BatchRecord> {
@@ -101,7 +105,7 @@ export class BatchService {
     };
     const items = lines.map((line, index) => ({ id: timeOrderedId('item', now), index, customId: line.customId, requestBody: JSON.stringify(line.body) }));
     await this.store.insert(batch, items);
-    for (const listener of this.createdListeners) listener();
+    this.announceWork();
     return batch;
   }
 
@@ -162,6 +166,7 @@ export class BatchService {
     const outcome = await this.store.cancel(scope, id);
     if (!outcome) throw ERRORS.notFound('Batch', id);
     if (!outcome.cancelled) throw ERRORS.validation(`Batch "${id}" is ${outcome.batch.status} and cannot be cancelled (only in_progress or validating batches can)`);
+    this.announceWork();
     return outcome.batch;
   }
 

@@ -14,19 +14,19 @@ import type { TokenService } from '../tokens/service.js';
 import type { BatchService } from './service.js';
 import type { BatchStore, ClaimedItem, ItemOutcome } from './store.js';
 
-export const BATCH_CREATED_TOPIC = 'batches.created';
+export const BATCH_WORK_TOPIC = 'batches.work';
 
 export interface WorkerSettings {
   /** Items run at once on this instance, across every batch. */
   concurrency: number;
   /** A claimed item stays this worker's for this long without a heartbeat. */
   leaseMs: number;
+  /** Wait before attempt 2 after a transient failure; attempt 3 waits five times as long. */
+  retryDelayMs: number;
 }
 
 /** Attempts of one item: transient upstream failures and interrupted runs are retried up to this many times in all. */
 export const MAX_ATTEMPTS = 3;
-/** Wait before attempt 2 and attempt 3. */
-const RETRY_BACKOFF_MS = [1_000, 5_000];
 /** How often the worker looks for new batches, expired leases and finished batches without being woken. */
 const POLL_MS = 1_000;
 /** A token revoked while its batch runs stops the batch's items within this long. */
@@ -109,7 +109,7 @@ export class BatchWorker {
   async start(): Promise<void> {
     const now = Date.now();
     await this.store.registerWorker({ id: this.id, hostname: os.hostname(), pid: process.pid, concurrency: this.settings.concurrency, now, staleBefore: now - 100 * this.settings.leaseMs });
-    await this.bus.subscribe(BATCH_CREATED_TOPIC, () => this.wake());
+    await this.bus.subscribe(BATCH_WORK_TOPIC, () => this.wake());
     const poll = setInterval(() => this.wake(), POLL_MS);
     const heartbeat = setInterval(() => void this.heartbeat(), Math.max(250, Math.floor(this.settings.leaseMs / 3)));
     this.timers = [poll, heartbeat];
@@ -254,16 +254,22 @@ export class BatchWorker {
       // The token's or project's rpm/tpm: not the item's fault. Wait as told, without spending an attempt.
       const waitMs = Number(err.headers['retry-after'] ?? 1) * 1000;
       this.pausedUntil.set(item.batchId, Date.now() + waitMs);
-      return this.store.release(this.id, [item.id], Date.now() + waitMs, true);
+      return this.retryLater(item, waitMs, true);
     }
     if (transient(err) && item.attempts < MAX_ATTEMPTS) {
       this.log.warn({ itemId: item.id, attempt: item.attempts, err: err instanceof AppError ? err.message : err }, 'batch item failed; retrying later');
-      return this.store.release(this.id, [item.id], Date.now() + RETRY_BACKOFF_MS[item.attempts - 1]!, false);
+      return this.retryLater(item, this.settings.retryDelayMs * 5 ** (item.attempts - 1), false);
     }
     if (!(err instanceof AppError) && !(err instanceof DependencyUnavailableError)) this.log.error({ err, itemId: item.id }, 'batch item failed unexpectedly');
     const statusCode = err instanceof AppError ? err.statusCode : err instanceof DependencyUnavailableError ? 503 : 500;
     const message = err instanceof AppError || err instanceof DependencyUnavailableError ? err.message : 'Internal error while running the item';
     await this.record(item, { statusCode, message });
+  }
+
+  /** Back to pending until `waitMs` from now, and a look for work then (not only at the next poll). */
+  private async retryLater(item: ClaimedItem, waitMs: number, refund: boolean): Promise<void> {
+    await this.store.release(this.id, [item.id], Date.now() + waitMs, refund);
+    setTimeout(() => this.wake(), waitMs + 1).unref();
   }
 
   private record(item: ClaimedItem, failure: { statusCode: number; message: string }): Promise<void> {

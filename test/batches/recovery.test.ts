@@ -1,0 +1,154 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { BatchStore } from '../../src/areas/batches/store.js';
+import { MAX_ATTEMPTS } from '../../src/areas/batches/worker.js';
+import { BACKENDS, call, createTestApp, type TestApp } from '../helpers/app.js';
+import { startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
+import { registerFakeModel } from '../helpers/inference.js';
+import { CHAT, chatLines, countsAgree, createBatch, getBatch, itemsOf, resultsOf, waitForBatch } from './support.js';
+
+const storeOf = (t: TestApp) => new BatchStore(t.ctx.database.db, t.ctx.database.dialect, t.ctx.database.transaction);
+const readiness = async (t: TestApp) => (await t.app.inject({ method: 'GET', url: '/api/health/ready' })).json().checks.queue;
+
+describe.each(BACKENDS)('leases, take-over and shutdown on %s', (backend) => {
+  let fake: FakeUpstream;
+  let t: TestApp | undefined;
+
+  beforeAll(async () => {
+    fake = await startFakeOpenAi();
+  });
+  afterAll(async () => fake?.close());
+  afterEach(async () => {
+    await t?.close();
+    t = undefined;
+    fake.requests.length = 0;
+  });
+
+  /** An app whose worker is not started yet, with a model on the fake upstream. */
+  async function appWithoutWorker(env: Record<string, string> = {}): Promise<{ t: TestApp; model: string }> {
+    t = await createTestApp({ backend, noWorkers: true, env: { WAYGATE_UPSTREAM_RETRIES: '0', ...env } });
+    return { t, model: await registerFakeModel(t, fake) };
+  }
+
+  it('items held by a worker that died are taken over once its lease has run out, and each runs to one result', async () => {
+    const { t, model } = await appWithoutWorker();
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 5) });
+    const store = storeOf(t);
+    const now = Date.now();
+    // A worker that crashed: it took three items, its lease ran out a moment ago, it never reported back.
+    const held = await store.claimPending(created.id, 'wrk_dead', 3, now, now - 1);
+    expect(held.map((item) => item.index)).toEqual([0, 1, 2]);
+    expect((await itemsOf(t, created.id, '?status=running')).length).toBe(3);
+
+    await t.ctx.startWorkers();
+    const batch = await waitForBatch(t, created.id, ['completed']);
+    expect(batch.request_counts).toEqual({ total: 5, completed: 5, failed: 0, cancelled: 0 });
+    await countsAgree(t, batch.id);
+    const { lines } = await resultsOf(t, batch.id);
+    expect(lines.map((line) => line.custom_id)).toEqual(['c0', 'c1', 'c2', 'c3', 'c4']);
+    const rows = await t.ctx.database.db.selectFrom('batch_items').select(['idx', 'attempts', 'locked_by']).where('batch_id', '=', batch.id).orderBy('idx').execute();
+    // The taken-over items counted their second attempt; all were finished by the live worker.
+    expect(rows.map((r) => Number(r.attempts))).toEqual([2, 2, 2, 1, 1]);
+    expect(new Set(rows.map((r) => r.locked_by))).toEqual(new Set([t.ctx.batchWorker!.id]));
+    expect(fake.requests).toHaveLength(5);
+  });
+
+  it(`an item interrupted ${MAX_ATTEMPTS} times fails instead of running again`, async () => {
+    const { t, model } = await appWithoutWorker();
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 1) });
+    const [item] = await storeOf(t).claimPending(created.id, 'wrk_dead', 1, Date.now(), Date.now() - 1);
+    await t.ctx.database.db.updateTable('batch_items').set({ attempts: MAX_ATTEMPTS }).where('id', '=', item!.id).execute();
+    await t.ctx.startWorkers();
+    const batch = await waitForBatch(t, created.id, ['completed']);
+    expect(batch.request_counts).toEqual({ total: 1, completed: 0, failed: 1, cancelled: 0 });
+    const [failed] = await itemsOf(t, batch.id);
+    expect(failed).toMatchObject({ status: 'failed', response_status_code: 500, error_message: `The item was interrupted ${MAX_ATTEMPTS} times (its worker stopped while running it)` });
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it('an outcome from a worker that lost its lease is ignored: nothing is recorded or counted twice', async () => {
+    const { t, model } = await appWithoutWorker();
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 1) });
+    const store = storeOf(t);
+    const now = Date.now();
+    const [first] = await store.claimPending(created.id, 'wrk_slow', 1, now, now - 1);
+    const [second] = await store.claimExpired('wrk_fast', 10, now, now + 60_000);
+    expect(second!.id).toBe(first!.id);
+    const outcome = (statusCode: number) => ({
+      id: first!.id, batchId: created.id, status: 'succeeded' as const, statusCode, responseBody: '{"answer":1}', errorMessage: null, usage: { inputTokens: 3, outputTokens: 4 }, endedAt: Date.now(),
+    });
+    expect(await store.complete('wrk_fast', [outcome(200)])).toEqual([created.id]);
+    // The slow worker reports late: its outcome does not count, and the item keeps the first result.
+    expect(await store.complete('wrk_slow', [outcome(201)])).toEqual([]);
+    expect(await store.complete('wrk_fast', [outcome(202)])).toEqual([]);
+    const batch = (await getBatch(t, created.id)).json();
+    expect(batch.request_counts).toEqual({ total: 1, completed: 1, failed: 0, cancelled: 0 });
+    expect(batch.usage).toEqual({ input_tokens: 3, output_tokens: 4, total_tokens: 7 });
+    const [item] = await itemsOf(t, created.id);
+    expect(item).toMatchObject({ status: 'succeeded', response_status_code: 200, response_body: { answer: 1 } });
+  });
+
+  it('two workers claiming one batch at once never take the same item', async () => {
+    const { t, model } = await appWithoutWorker();
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 200) });
+    const store = storeOf(t);
+    const claims = await Promise.all(
+      Array.from({ length: 8 }, (_, worker) => store.claimPending(created.id, `wrk_${worker}`, 30, Date.now(), Date.now() + 60_000)),
+    );
+    const ids = claims.flat().map((item) => item.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids.length).toBe(200);
+  });
+
+  it('stopping hands running items back as pending, their attempt not counted, and deregisters the worker', async () => {
+    const { t, model } = await appWithoutWorker();
+    fake.queue({ hang: true }, { hang: true });
+    await t.ctx.startWorkers();
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 2) });
+    for (let i = 0; i < 200 && (await itemsOf(t, created.id, '?status=running')).length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    expect((await itemsOf(t, created.id, '?status=running')).length).toBe(2);
+    await t.ctx.batchWorker!.stop(50);
+    const rows = await t.ctx.database.db.selectFrom('batch_items').select(['status', 'attempts', 'locked_by']).where('batch_id', '=', created.id).execute();
+    expect(rows.map((r) => [r.status, Number(r.attempts), r.locked_by])).toEqual([['pending', 0, null], ['pending', 0, null]]);
+    expect(await t.ctx.database.db.selectFrom('batch_workers').select('id').where('id', '=', t.ctx.batchWorker!.id).execute()).toEqual([]);
+  });
+
+  it('the queue check reports pending items, the oldest wait and live workers; degraded while nobody works', async () => {
+    const { t, model } = await appWithoutWorker();
+    expect(await readiness(t)).toMatchObject({ status: 'ok', details: { pending: 0, running: 0, oldestPendingAgeSeconds: 0, liveWorkers: 0 } });
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 3) });
+    await t.ctx.database.db.updateTable('batches').set({ created_at: Date.now() - 120_000 }).where('id', '=', created.id).execute();
+    const waiting = await readiness(t);
+    expect(waiting).toMatchObject({ status: 'degraded', message: 'batch items are waiting and no batch worker is alive', details: { pending: 3, running: 0, liveWorkers: 0 } });
+    expect(waiting.details.oldestPendingAgeSeconds).toBeGreaterThanOrEqual(119);
+    const report = await t.app.inject({ method: 'GET', url: '/api/health/ready' });
+    expect(report.statusCode).toBe(200);
+    await t.ctx.startWorkers();
+    await waitForBatch(t, created.id, ['completed']);
+    expect(await readiness(t)).toMatchObject({ status: 'ok', details: { pending: 0, running: 0, oldestPendingAgeSeconds: 0, liveWorkers: 1 } });
+  });
+
+  it('items of a batch whose token was revoked fail with 401 instead of running on its budget', async () => {
+    const { t, model } = await appWithoutWorker();
+    const token = await call(t.app, t.adminSession, { method: 'POST', url: '/api/tokens', payload: { name: 'soon-revoked', projectId: 'default', role: 'member' } });
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 2) }, token.json().value);
+    expect((await call(t.app, t.adminSession, { method: 'DELETE', url: `/api/tokens/${token.json().token.id}` })).statusCode).toBe(200);
+    await t.ctx.startWorkers();
+    const batch = await waitForBatch(t, created.id, ['completed']);
+    expect(batch.request_counts).toEqual({ total: 2, completed: 0, failed: 2, cancelled: 0 });
+    const { lines } = await resultsOf(t, created.id);
+    expect(lines.map((l) => [l.response.status_code, l.error?.message])).toEqual([
+      [401, 'The API token that submitted this batch has been revoked'],
+      [401, 'The API token that submitted this batch has been revoked'],
+    ]);
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it('WAYGATE_BATCH_WORKER=false: the instance serves the API but runs nothing', async () => {
+    t = await createTestApp({ backend, env: { WAYGATE_BATCH_WORKER: 'false' } });
+    expect(t.ctx.batchWorker).toBeNull();
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines('local-chat', 1) });
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await getBatch(t, created.id)).json().status).toBe('in_progress');
+    expect((await readiness(t)).details).toMatchObject({ pending: 1, liveWorkers: 0 });
+  });
+});
