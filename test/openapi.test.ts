@@ -136,9 +136,13 @@ describe.each(BACKENDS)('OpenAPI description on %s', (backend) => {
       expect(op!.operationId, label).toBe(route.schema.operationId);
       const successCodes = Object.keys(op!.responses ?? {}).filter((code) => code === '200' || code === '201');
       expect(successCodes, `${label} documents no 200/201 response`).toHaveLength(1);
-      // Raw bytes (a document-store object) are described as binary, not as a JSON object.
+      // Raw bytes (a document-store object) are described as binary, batch results as JSONL, not as a JSON object.
       if (op!.responses![successCodes[0]!]!.content?.['application/octet-stream']) {
         expect(route.schema.operationId).toBe('files.getObject');
+        continue;
+      }
+      if (op!.responses![successCodes[0]!]!.content?.['application/jsonl']) {
+        expect(route.schema.operationId).toBe('batches.results');
         continue;
       }
       const schema = op!.responses![successCodes[0]!]!.content?.['application/json']?.schema;

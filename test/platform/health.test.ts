@@ -49,10 +49,11 @@ describe.each(BACKENDS)('health probes on %s', (backend) => {
     expect(body.uptime).toBeGreaterThan(0);
     expect(body.timestamp).toMatch(ISO);
     expect(Math.abs(Date.parse(body.timestamp) - Date.now())).toBeLessThan(60_000);
-    expect(Object.keys(body.checks).sort()).toEqual(['cache', backend].sort());
+    expect(Object.keys(body.checks).sort()).toEqual(['cache', 'queue', backend].sort());
     expect(body.checks[other]).toBeUndefined();
     expect(body.checks[backend]).toMatchObject({ status: 'ok', latencyMs: expect.any(Number) });
     expect(body.checks.cache).toMatchObject({ status: 'ok', latencyMs: expect.any(Number), details: { kind: 'memory' } });
+    expect(body.checks.queue).toMatchObject({ status: 'ok', details: { pending: 0, running: 0, oldestPendingAgeSeconds: 0, liveWorkers: 1 } });
     for (const check of Object.values(body.checks) as Array<Record<string, unknown>>) {
       expect(['ok', 'degraded', 'down']).toContain(check.status);
       expect(Object.keys(check).every((k) => ['status', 'latencyMs', 'message', 'details'].includes(k))).toBe(true);
@@ -85,24 +86,24 @@ describe.each(BACKENDS)('health probes on %s', (backend) => {
 
   it('a registered degraded check: 200 with overall status degraded', async () => {
     await withApp({ backend }, async (s) => {
-      s.ctx.health.register('queue', async () => ({ status: 'degraded', message: 'backlog of 900 jobs', details: { backlog: 900 } }));
+      s.ctx.health.register('automations', async () => ({ status: 'degraded', message: 'backlog of 900 jobs', details: { backlog: 900 } }));
       const { status, body } = await ready(s);
       expect(status).toBe(200);
       expect(body.status).toBe('degraded');
-      expect(body.checks.queue).toMatchObject({ status: 'degraded', message: 'backlog of 900 jobs', details: { backlog: 900 } });
+      expect(body.checks.automations).toMatchObject({ status: 'degraded', message: 'backlog of 900 jobs', details: { backlog: 900 } });
       expect(body.checks[backend].status).toBe('ok');
     });
   });
 
   it('a registered down check: 503 with overall status down (worst wins over degraded)', async () => {
     await withApp({ backend }, async (s) => {
-      s.ctx.health.register('queue', async () => ({ status: 'degraded' }));
+      s.ctx.health.register('automations', async () => ({ status: 'degraded' }));
       s.ctx.health.register('browser-runtime', async () => ({ status: 'down', message: 'chromium missing' }));
       const { status, body } = await ready(s);
       expect(status).toBe(503);
       expect(body.status).toBe('down');
       expect(body.checks['browser-runtime']).toMatchObject({ status: 'down', message: 'chromium missing' });
-      expect(body.checks.queue.status).toBe('degraded');
+      expect(body.checks.automations.status).toBe('degraded');
     });
   });
 

@@ -136,5 +136,11 @@ export const resultsSchema = {
   summary: 'Results as JSONL (application/jsonl): one line { id, custom_id, response, error } per succeeded or failed item, by index',
   params: BatchParams,
   querystring: ResultsQuery,
-  response: { 200: Type.String({ description: 'JSONL' }), ...errorResponses(400, 401, 403, 404) },
+  response: {
+    200: {
+      description: 'One JSON object per line, in item index order',
+      content: { 'application/jsonl': { schema: Type.String({ description: 'JSONL: lines { id: "batch_req_<item id>", custom_id, response: { status_code, body }, error: { code, message } | null }' }) } },
+    },
+    ...errorResponses(400, 401, 403, 404),
+  },
 };
