@@ -371,9 +371,16 @@ export class BatchStore {
     return rows.map(toClaimed);
   }
 
-  /** Keeps the worker's items its own: run while the process lives, whatever the upstream's latency. */
-  async extendLeases(workerId: string, lockedUntil: number): Promise<void> {
-    await this.db.updateTable('batch_items').set({ locked_until: lockedUntil }).where('status', '=', 'running').where('locked_by', '=', workerId).execute();
+  /** Keeps the worker's items its own while it runs them, whatever the upstream's latency. */
+  async extendLeases(workerId: string, ids: string[], lockedUntil: number): Promise<void> {
+    if (ids.length === 0) return;
+    await this.db
+      .updateTable('batch_items')
+      .set({ locked_until: lockedUntil })
+      .where('id', 'in', ids)
+      .where('status', '=', 'running')
+      .where('locked_by', '=', workerId)
+      .execute();
   }
 
   /** Gives held items back as pending (a retry after `runAfter`, or a worker stopping); `refund` undoes the attempt. */

@@ -46,7 +46,6 @@ interface BatchContext {
   rateLimit: RateLimit | null;
   /** Why items may no longer run (the token was revoked or has expired), or null. */
   refusal: string | null;
-  until: number;
 }
 
 interface QueuedOutcome {
@@ -76,13 +75,14 @@ function transient(err: unknown): boolean {
  */
 export class BatchWorker {
   readonly id = newId('wrk');
-  private running = 0;
+  /** Items this worker holds (claimed, not yet recorded or handed back): the only ones its heartbeat renews. */
+  private readonly held = new Set<string>();
   /** Batches in progress that may have claimable items, in round-robin order. */
   private active: string[] = [];
   private cursor = 0;
   /** Batches that met their token's or project's rate limit: no claims until then. */
   private readonly pausedUntil = new Map<string, number>();
-  private readonly contexts = new Map<string, BatchContext>();
+  private readonly contexts = new Map<string, { context: Promise<BatchContext>; until: number }>();
   private dispatching = false;
   private ticking = false;
   private tickAgain = false;
@@ -154,7 +154,8 @@ export class BatchWorker {
   private async heartbeat(): Promise<void> {
     const now = Date.now();
     try {
-      await this.store.extendLeases(this.id, now + this.settings.leaseMs);
+      // Only items still in hand: one lost track of (a failed hand-back) runs out and is taken over.
+      await this.store.extendLeases(this.id, [...this.held], now + this.settings.leaseMs);
       await this.store.heartbeatWorker(this.id, now);
     } catch (err) {
       this.log.warn({ err }, 'batch worker: heartbeat failed; leases run out unless the next one succeeds');
@@ -162,7 +163,7 @@ export class BatchWorker {
   }
 
   private get free(): number {
-    return this.settings.concurrency - this.running;
+    return this.settings.concurrency - this.held.size;
   }
 
   /** Items whose worker died: run again here (an item interrupted too often fails instead). */
@@ -207,19 +208,24 @@ export class BatchWorker {
   }
 
   private runInBackground(item: ClaimedItem): void {
-    this.running++;
+    this.held.add(item.id);
     void this.run(item)
-      .catch((err: unknown) => this.log.error({ err, itemId: item.id }, 'batch worker: running an item failed'))
+      .catch((err: unknown) => this.log.error({ err, itemId: item.id }, 'batch worker: running an item failed; its lease will run out and it runs again'))
       .finally(() => {
-        this.running--;
-        if (this.running === 0) this.idleWaiters.splice(0).forEach((resolve) => resolve());
+        this.held.delete(item.id);
+        if (this.held.size === 0) this.idleWaiters.splice(0).forEach((resolve) => resolve());
         // Claims are made for several free slots at once, not one query per finished item.
-        if (this.free >= Math.max(1, Math.floor(this.settings.concurrency / 8)) || this.running === 0) this.dispatch();
+        if (this.free >= Math.max(1, Math.floor(this.settings.concurrency / 8)) || this.held.size === 0) this.dispatch();
       });
   }
 
   private async run(item: ClaimedItem): Promise<void> {
-    const batch = await this.contextOf(item);
+    let batch: BatchContext;
+    try {
+      batch = await this.contextOf(item);
+    } catch (err) {
+      return this.failed(item, err);
+    }
     if (item.attempts > MAX_ATTEMPTS) {
       return this.record(item, { statusCode: 500, message: `The item was interrupted ${MAX_ATTEMPTS} times (its worker stopped while running it)` });
     }
@@ -320,10 +326,20 @@ export class BatchWorker {
     }
   }
 
-  /** The batch and its token, looked up once per batch and again every few seconds (a revoked token stops it). */
-  private async contextOf(item: ClaimedItem): Promise<BatchContext> {
+  /**
+   * The batch and its token, looked up once per batch (items starting together share the look-up) and again every
+   * few seconds, so that a revoked token stops its batch.
+   */
+  private contextOf(item: ClaimedItem): Promise<BatchContext> {
     const cached = this.contexts.get(item.batchId);
-    if (cached && cached.until > Date.now()) return cached;
+    if (cached && cached.until > Date.now()) return cached.context;
+    const context = this.loadContext(item);
+    this.contexts.set(item.batchId, { context, until: Date.now() + BATCH_CONTEXT_TTL_MS });
+    context.catch(() => this.contexts.delete(item.batchId));
+    return context;
+  }
+
+  private async loadContext(item: ClaimedItem): Promise<BatchContext> {
     const scope = { tenantId: item.tenantId, projectId: item.projectId };
     const batch = await this.batches.get(scope, item.batchId);
     const token = batch.tokenId ? await this.tokens.find(scope.tenantId, batch.tokenId) : null;
@@ -331,18 +347,7 @@ export class BatchWorker {
     let refusal: string | null = null;
     if (batch.tokenId && (!token || token.revokedAt !== null)) refusal = 'The API token that submitted this batch has been revoked';
     else if (token?.expiresAt !== null && token?.expiresAt !== undefined && token.expiresAt <= now) refusal = 'The API token that submitted this batch has expired';
-    const context: BatchContext = {
-      scope,
-      endpoint: batch.endpoint,
-      tokenId: batch.tokenId,
-      userId: batch.userId,
-      budget: token?.budget ?? null,
-      rateLimit: token?.rateLimit ?? null,
-      refusal,
-      until: now + BATCH_CONTEXT_TTL_MS,
-    };
-    this.contexts.set(item.batchId, context);
-    return context;
+    return { scope, endpoint: batch.endpoint, tokenId: batch.tokenId, userId: batch.userId, budget: token?.budget ?? null, rateLimit: token?.rateLimit ?? null, refusal };
   }
 
   private finalizeInBackground(batchId: string): void {
@@ -405,7 +410,7 @@ export class BatchWorker {
   }
 
   private async idleWithin(ms: number): Promise<boolean> {
-    if (this.running === 0) return true;
+    if (this.held.size === 0) return true;
     const idle = new Promise<boolean>((resolve) => this.idleWaiters.push(() => resolve(true)));
     const timer = sleep(ms, false, { ref: false });
     return Promise.race([idle, timer]);
