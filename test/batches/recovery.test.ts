@@ -87,6 +87,17 @@ describe.each(BACKENDS)('leases, take-over and shutdown on %s', (backend) => {
     expect(item).toMatchObject({ status: 'succeeded', response_status_code: 200, response_body: { answer: 1 } });
   });
 
+  it('a worker never takes back an expired item it still runs itself (its heartbeat was only late)', async () => {
+    const { t, model } = await appWithoutWorker();
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 2) });
+    const store = storeOf(t);
+    const now = Date.now();
+    const held = await store.claimPending(created.id, 'wrk_late', 2, now, now - 1);
+    const [inHand, lost] = held.map((item) => item.id);
+    const retaken = await store.claimExpired('wrk_late', 10, now, now + 60_000, [inHand!]);
+    expect(retaken.map((item) => item.id)).toEqual([lost]);
+  });
+
   it('two workers claiming one batch at once never take the same item', async () => {
     const { t, model } = await appWithoutWorker();
     const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 200) });

@@ -351,8 +351,11 @@ export class BatchStore {
     return rows.map(toClaimed).sort((a, b) => a.index - b.index);
   }
 
-  /** Takes running items whose worker's lease ran out (it crashed or lost the database): they run again here. */
-  async claimExpired(workerId: string, limit: number, now: number, lockedUntil: number): Promise<ClaimedItem[]> {
+  /**
+   * Takes running items whose worker's lease ran out (it crashed or lost the database): they run again here. Items
+   * this worker still runs itself (`inHand`, late only because its heartbeat was) are not taken twice.
+   */
+  async claimExpired(workerId: string, limit: number, now: number, lockedUntil: number, inHand: string[] = []): Promise<ClaimedItem[]> {
     const rows = await this.db
       .updateTable('batch_items')
       .set((eb) => ({ locked_by: workerId, locked_until: lockedUntil, started_at: now, attempts: eb('attempts', '+', 1) }))
@@ -362,6 +365,7 @@ export class BatchStore {
           .select('id')
           .where('status', '=', 'running')
           .where('locked_until', '<', now)
+          .$if(inHand.length > 0, (q) => q.where('id', 'not in', inHand))
           .orderBy('locked_until')
           .limit(limit)
           .$if(this.dialect === 'postgres', (q) => q.forUpdate().skipLocked()),

@@ -170,7 +170,7 @@ export class BatchWorker {
   private async reclaimExpired(): Promise<void> {
     if (this.free <= 0) return;
     const now = Date.now();
-    const items = await this.store.claimExpired(this.id, this.free, now, now + this.settings.leaseMs);
+    const items = await this.store.claimExpired(this.id, this.free, now, now + this.settings.leaseMs, [...this.held]);
     if (items.length > 0) this.log.info({ items: items.length }, 'batch worker: took over items whose lease expired');
     for (const item of items) this.runInBackground(item);
   }
