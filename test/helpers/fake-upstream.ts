@@ -45,6 +45,8 @@ export interface FakeUpstream {
   requests: RecordedRequest[];
   /** Queues behaviours for the next requests, in order; afterwards the default answer resumes. */
   queue(...behaviours: Behaviour[]): void;
+  /** The behaviour of every request when nothing is queued (default `{}`: answer at once); e.g. `{ delayMs: 100 }`. */
+  defaults: Behaviour;
   /** Usage the default answers report. */
   usage: { prompt: number; completion: number };
   /** Requests whose connection closed before their answer was complete. */
@@ -80,6 +82,7 @@ async function startFake(handlers: Record<string, Handler>): Promise<FakeUpstrea
     requests: [],
     usage: { prompt: 10, completion: 5 },
     aborted: 0,
+    defaults: {},
     queue: (...behaviours) => void queued.push(...behaviours),
     close: async () => {
       for (const socket of sockets) socket.destroy();
@@ -94,7 +97,7 @@ async function startFake(handlers: Record<string, Handler>): Promise<FakeUpstrea
     res.on('close', () => {
       if (!res.writableFinished) fake.aborted++;
     });
-    const behaviour = queued.shift() ?? {};
+    const behaviour = queued.shift() ?? fake.defaults;
     if (behaviour.hang) return;
     if (behaviour.delayMs) await sleep(behaviour.delayMs);
     if (behaviour.raw !== undefined || (behaviour.status ?? 200) !== 200 || behaviour.body !== undefined) {
