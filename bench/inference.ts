@@ -9,16 +9,15 @@
  * CPU 0: Waygate and Portkey (`taskset -c 0`, one at a time under load). CPU 1: the fake upstream (its own child
  * process) and this process, the load generator. Only when taskset exists and there are at least 2 CPUs.
  */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { registerModels, requestJson } from './lib/api.js';
 import { loaded, loadedAmount, median, sequential, type Sample, type Target } from './lib/measure.js';
 import { ensurePortkey, startPortkey, type PortkeyServer } from './lib/portkey.js';
-import { int, machine, ms, pinSelf, table } from './lib/report.js';
-import { REPO_ROOT, cpuSecondsOf, hasTaskset, memoryMbOf, startServer, transpileSources, type BenchServer } from './lib/server.js';
+import { int, machine, ms, pinSelf, sourceVersion, table } from './lib/report.js';
+import { cpuSecondsOf, foreignLoad, hasTaskset, memoryMbOf, settle, startServer, transpileSources, type BenchServer } from './lib/server.js';
 import { heldStreams, streamSequential, type HeldStreams, type TtfbSample } from './lib/stream.js';
 import { startProxy } from './lib/proxy.js';
 import { startUpstream, type UpstreamProcess } from './lib/upstream.js';
@@ -110,17 +109,6 @@ function options(argv: string[]): Options {
 const write = (text = '') => process.stdout.write(`${text}\n`);
 const sleep = (msec: number) => new Promise((resolve) => setTimeout(resolve, msec));
 
-/** The commit the measured src/ comes from, and whether src/ had uncommitted changes (read-only git). */
-function sourceVersion(): string {
-  try {
-    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO_ROOT, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], { cwd: REPO_ROOT, encoding: 'utf8' }).trim() !== '';
-    return `src at ${head}${dirty ? ' with uncommitted changes' : ''}`;
-  } catch {
-    return 'src version unknown (no git)';
-  }
-}
-
 /** Upstream model names; Waygate maps its model keys onto them. */
 const UPSTREAM_MODEL = { chat: 'bench-model', hold: 'hold-model', embed: 'bench-embed' };
 export const WAYGATE_MODEL = { chat: 'bench', hold: 'bench-hold', embed: 'bench-embed' };
@@ -159,62 +147,16 @@ export function gateway(name: string, host: string, port: number, pid: number | 
   };
 }
 
-interface JsonReply {
-  status: number;
-  body: unknown;
-  text: string;
-}
-
-function requestJson(host: string, port: number, method: string, urlPath: string, headers: Record<string, string>, body?: unknown): Promise<JsonReply> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const h: Record<string, string> = { ...headers };
-    if (payload !== undefined) {
-      h['content-type'] = 'application/json';
-      h['content-length'] = String(Buffer.byteLength(payload));
-    }
-    const req = http.request({ host, port, method, path: urlPath, headers: h, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (part: string) => (text += part));
-      res.on('end', () => {
-        let parsed: unknown = undefined;
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          // not JSON
-        }
-        resolve({ status: res.statusCode ?? 0, body: parsed, text });
-      });
-    });
-    req.on('error', reject);
-    req.setTimeout(30_000, () => req.destroy(new Error(`${method} ${urlPath}: no answer in 30 s`)));
-    req.end(payload);
-  });
-}
-
 /**
  * Logs in as the admin and registers the three benchmark models. Returns null when done, or why Waygate cannot be
  * benchmarked (for instance the inference routes do not exist yet).
  */
-export async function setupWaygate(server: BenchServer, upstream: UpstreamProcess): Promise<string | null> {
-  const login = await requestJson(server.host, server.port, 'POST', '/api/auth/login', {}, { email: server.adminEmail, password: server.adminPassword });
-  const jwt = (login.body as { token?: string } | undefined)?.token;
-  if (login.status !== 200 || !jwt) return `login failed: ${login.status} ${login.text.slice(0, 200)}`;
-  const auth = { authorization: `Bearer ${jwt}` };
-  const provider = { type: 'openai-compatible', baseUrl: upstream.baseUrl, apiKey: 'sk-bench-not-a-key' };
-  const pricing = { inputPer1M: 0.15, outputPer1M: 0.6, currency: 'USD' };
-  const models = [
+export function setupWaygate(server: BenchServer, upstream: UpstreamProcess): Promise<string | null> {
+  return registerModels(server, upstream.baseUrl, [
     { key: WAYGATE_MODEL.chat, upstreamModel: UPSTREAM_MODEL.chat, capabilities: ['chat'] },
     { key: WAYGATE_MODEL.hold, upstreamModel: UPSTREAM_MODEL.hold, capabilities: ['chat'] },
     { key: WAYGATE_MODEL.embed, upstreamModel: UPSTREAM_MODEL.embed, capabilities: ['embeddings'] },
-  ];
-  for (const m of models) {
-    const reply = await requestJson(server.host, server.port, 'POST', '/api/models', auth, { ...m, name: m.key, provider, pricing });
-    if (reply.status === 404) return `POST /api/models answered 404: the inference routes are not there yet`;
-    if (reply.status !== 201) return `POST /api/models (${m.key}) answered ${reply.status}: ${reply.text.slice(0, 300)}`;
-  }
-  return null;
+  ]);
 }
 
 /** One request of each kind, checked for shape, before anything is measured. Returns the problems found. */
@@ -235,40 +177,6 @@ async function smoke(g: Gateway): Promise<string[]> {
     problems.push(`stream: ${stream.status}, ${events.length} events, last ${JSON.stringify(events.at(-1)?.slice(0, 100))}, usage chunk ${events.some((x) => x.includes('"total_tokens"'))}: ${stream.text.slice(0, 200)}`);
   }
   return problems;
-}
-
-/** Waits (up to 5 s) until the given processes use less than 5 % of a core, so one target's after-work does not land in the next one's run. */
-async function settle(pids: number[]): Promise<void> {
-  const cpu = () => pids.reduce((sum, pid) => sum + (cpuSecondsOf(pid) || 0), 0);
-  for (let i = 0; i < 20; i++) {
-    const before = cpu();
-    await sleep(250);
-    if (cpu() - before < 0.0125) return;
-  }
-}
-
-/** Busy CPU seconds of the whole machine (all CPUs, from /proc/stat), NaN without /proc. */
-function machineBusySeconds(): number {
-  try {
-    const fields = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-    // user nice system idle iowait irq softirq steal: busy = all but idle and iowait.
-    const busy = fields.slice(0, 8).reduce((sum, v, i) => (i === 3 || i === 4 ? sum : sum + v), 0);
-    return busy / 100;
-  } catch {
-    return Number.NaN;
-  }
-}
-
-/**
- * Measures how much CPU processes other than the benchmark's own used meanwhile (the VM may be shared): machine busy
- * time minus this process, the upstream and the gateways, in cores.
- */
-function foreignLoad(ownPids: () => number[]): () => number {
-  const own = () => ownPids().reduce((sum, pid) => sum + (cpuSecondsOf(pid) || 0), 0);
-  const busy0 = machineBusySeconds();
-  const own0 = own();
-  const t0 = performance.now();
-  return () => (machineBusySeconds() - busy0 - (own() - own0)) / ((performance.now() - t0) / 1000);
 }
 
 interface TargetResults {

@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: every benchmark in bench/, one after the other (auth-overhead, inference, analytics).
+ * `npm run bench`: every benchmark in bench/, one after the other (auth-overhead, inference, analytics, batches).
  *
  *   npm run bench                                  # all, default options
  *   npm run bench -- --rounds 1 --no-pin           # all; options go to every benchmark (use the ones both know)
@@ -7,9 +7,10 @@
  */
 import { analyticsBench } from './analytics.js';
 import { authOverhead } from './auth-overhead.js';
+import { batchesBench } from './batches.js';
 import { inference } from './inference.js';
 
-const benchmarks: Record<string, (argv: string[]) => Promise<void>> = { 'auth-overhead': authOverhead, inference, analytics: analyticsBench };
+const benchmarks: Record<string, (argv: string[]) => Promise<void>> = { 'auth-overhead': authOverhead, inference, analytics: analyticsBench, batches: batchesBench };
 
 async function main(argv: string[]): Promise<void> {
   const [first, ...rest] = argv;

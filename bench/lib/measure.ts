@@ -94,6 +94,44 @@ export async function sequential(host: string, port: number, target: Target, req
   }
 }
 
+/**
+ * Exactly `amount` requests from `concurrency` loops in this process, each on its own keep-alive connection, each
+ * sending its next request when the previous answer has ended (no autocannon: its sampling tick rounds short runs).
+ * Latencies are timed like sequential(); every status must be the expected one.
+ */
+export async function concurrentAmount(host: string, port: number, target: Target, concurrency: number, amount: number): Promise<Sample> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+  const latencies: number[] = [];
+  let next = 0;
+  try {
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: Math.min(concurrency, amount) }, async () => {
+        while (next < amount) {
+          next++;
+          const t0 = performance.now();
+          const status = await requestOnce(agent, host, port, target);
+          latencies.push(performance.now() - t0);
+          if (status !== target.expectStatus) throw new Error(`${target.label}: got ${status}, expected ${target.expectStatus}`);
+        }
+      }),
+    );
+    const seconds = (performance.now() - started) / 1000;
+    const sorted = latencies.sort((a, b) => a - b);
+    return {
+      requests: amount,
+      seconds,
+      rps: amount / seconds,
+      p50: percentile(sorted, 50),
+      p90: percentile(sorted, 90),
+      p99: percentile(sorted, 99),
+      mean: sorted.reduce((sum, v) => sum + v, 0) / amount,
+    };
+  } finally {
+    agent.destroy();
+  }
+}
+
 /** The part of autocannon 9's result this benchmark reads. */
 interface AutocannonResult {
   requests: { total: number; average: number };

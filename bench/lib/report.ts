@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
+import { REPO_ROOT } from './server.js';
 
 export interface Machine {
   date: string;
@@ -57,3 +58,14 @@ export function table(header: string[], rows: (string | number)[][]): string {
 
 export const ms = (value: number) => (value < 10 ? value.toFixed(3) : value.toFixed(1));
 export const int = (value: number) => Math.round(value).toLocaleString('en-US');
+
+/** The commit the measured src/ comes from, and whether src/ had uncommitted changes (read-only git). */
+export function sourceVersion(): string {
+  try {
+    const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO_ROOT, encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'src'], { cwd: REPO_ROOT, encoding: 'utf8' }).trim() !== '';
+    return `src at ${head}${dirty ? ' with uncommitted changes' : ''}`;
+  } catch {
+    return 'src version unknown (no git)';
+  }
+}

@@ -5,6 +5,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -159,6 +160,14 @@ export function startScriptRuntime(): { env: Record<string, string>; nodeArgs: s
   return { env, nodeArgs: words.slice(node + 1).filter((word) => word.startsWith('--')) };
 }
 
+/**
+ * One admin password and one secret key for every server this benchmark process starts: on a shared PostgreSQL
+ * database a later server must log in as the admin the first one created, and decrypt the provider keys it stored
+ * (without WAYGATE_SECRET_KEY each server would make its own key file in its own temp directory).
+ */
+const RUN_ADMIN_PASSWORD = randomBytes(18).toString('base64url');
+const RUN_SECRET_KEY = randomBytes(32).toString('base64url');
+
 /** Starts Waygate as a child process on a loopback port with its own temp data directory; resolves once ready. */
 export async function startServer(options: ServerOptions): Promise<BenchServer> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'waygate-bench-'));
@@ -167,7 +176,7 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
   const host = '127.0.0.1';
   const token = `wgt_${randomBytes(32).toString('base64url')}`;
   const adminEmail = 'bench@example.com';
-  const adminPassword = randomBytes(18).toString('base64url');
+  const adminPassword = RUN_ADMIN_PASSWORD;
   const runtime = startScriptRuntime();
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
@@ -179,6 +188,7 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
     WAYGATE_BOOTSTRAP_TOKEN: token,
     WAYGATE_ADMIN_EMAIL: adminEmail,
     WAYGATE_ADMIN_PASSWORD: adminPassword,
+    WAYGATE_SECRET_KEY: RUN_SECRET_KEY,
     LOG_LEVEL: options.logLevel,
     ...runtime.env,
     ...options.env,
@@ -233,4 +243,38 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
         .filter((line) => /"level":(50|60)/.test(line)),
     stop,
   };
+}
+
+/** Waits (up to 5 s) until the given processes use less than 5 % of a core, so one target's after-work does not land in the next one's run. */
+export async function settle(pids: number[]): Promise<void> {
+  const cpu = () => pids.reduce((sum, pid) => sum + (cpuSecondsOf(pid) || 0), 0);
+  for (let i = 0; i < 20; i++) {
+    const before = cpu();
+    await sleep(250);
+    if (cpu() - before < 0.0125) return;
+  }
+}
+
+/** Busy CPU seconds of the whole machine (all CPUs, from /proc/stat), NaN without /proc. */
+function machineBusySeconds(): number {
+  try {
+    const fields = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal: busy = all but idle and iowait.
+    const busy = fields.slice(0, 8).reduce((sum, v, i) => (i === 3 || i === 4 ? sum : sum + v), 0);
+    return busy / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * Measures how much CPU processes other than the benchmark's own used meanwhile (the VM may be shared): machine busy
+ * time minus this process, the upstream and the gateways, in cores.
+ */
+export function foreignLoad(ownPids: () => number[]): () => number {
+  const own = () => ownPids().reduce((sum, pid) => sum + (cpuSecondsOf(pid) || 0), 0);
+  const busy0 = machineBusySeconds();
+  const own0 = own();
+  const t0 = performance.now();
+  return () => (machineBusySeconds() - busy0 - (own() - own0)) / ((performance.now() - t0) / 1000);
 }

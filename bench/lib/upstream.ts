@@ -2,7 +2,7 @@
  * A fake OpenAI-compatible upstream for the inference benchmark, run as its own child process (so that its CPU time
  * is its own and it can be pinned with taskset):
  *
- *   node --import tsx bench/lib/upstream.ts --port 0 [--chunks 8] [--hold-chunk-ms 100]
+ *   node --import tsx bench/lib/upstream.ts --port 0 [--chunks 8] [--hold-chunk-ms 100] [--latency-ms 0] [--track]
  *
  * - POST /v1/chat/completions, non-stream: a small fixed chat.completion with usage.
  * - POST /v1/chat/completions with `stream: true`: SSE, a role chunk, `--chunks` content chunks, a finish chunk, a usage
@@ -10,6 +10,10 @@
  *   name starts with `hold`: those send one chunk every `--hold-chunk-ms` ms, so that many streams are open together.
  * - POST /v1/embeddings: one 8-dimension vector per input, float or base64 (`encoding_format`), with usage.
  * - GET /v1/models, GET /health.
+ * - `--latency-ms N`: every POST is answered N ms after its body arrived (a model's think time; 0 answers at once).
+ * - `--track`: GET /stats answers `{ requests, inFlight, maxInFlight, busyMs }`: POSTs received, POSTs not yet
+ *   answered, the most at once, and the summed time from body received to response finished over answered POSTs
+ *   (so Δ busyMs / Δ wall time is the mean number of calls in flight). Off by default: no per-request listener.
  *
  * Keep-alive everywhere. Prints `listening <port>` on stdout once it listens. Responses are the same for every
  * request apart from the echoed model name and the number of embeddings.
@@ -26,6 +30,18 @@ export interface UpstreamConfig {
   chunks: number;
   /** Delay between chunks for `hold*` models. */
   holdChunkMs: number;
+  /** Delay before every POST is answered. */
+  latencyMs?: number;
+  /** Count requests in flight for GET /stats. */
+  track?: boolean;
+}
+
+/** What GET /stats reports when the upstream runs with --track. */
+export interface UpstreamStats {
+  requests: number;
+  inFlight: number;
+  maxInFlight: number;
+  busyMs: number;
 }
 
 const REPLY_WORDS = ['Hello', '!', ' How', ' can', ' I', ' help', ' you', ' today', '?'];
@@ -117,11 +133,29 @@ function errorBody(message: string, type = 'invalid_request_error'): string {
 }
 
 export function createUpstream(config: UpstreamConfig): http.Server {
+  const latencyMs = config.latencyMs ?? 0;
+  const stats: UpstreamStats = { requests: 0, inFlight: 0, maxInFlight: 0, busyMs: 0 };
+  const answer = (req: http.IncomingMessage, res: http.ServerResponse, body: ChatBody) => {
+    const url = req.url ?? '/';
+    if (req.method === 'POST' && url === '/v1/chat/completions') handleChat(config, body, req, res);
+    else if (req.method === 'POST' && url === '/v1/embeddings') handleEmbeddings(body, res);
+    else sendJson(res, 404, errorBody(`no route ${req.method} ${url}`));
+  };
+  const track = (res: http.ServerResponse) => {
+    const t0 = performance.now();
+    stats.requests++;
+    if (++stats.inFlight > stats.maxInFlight) stats.maxInFlight = stats.inFlight;
+    res.once('close', () => {
+      stats.inFlight--;
+      stats.busyMs += performance.now() - t0;
+    });
+  };
   const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     const url = req.url ?? '/';
     if (req.method === 'GET') {
       req.resume();
       if (url === '/health') sendJson(res, 200, '{"ok":true}');
+      else if (url === '/stats' && config.track) sendJson(res, 200, JSON.stringify(stats));
       else if (url === '/v1/models') sendJson(res, 200, '{"object":"list","data":[{"id":"bench-model","object":"model","created":0,"owned_by":"bench"}]}');
       else sendJson(res, 404, errorBody(`no route GET ${url}`));
       return;
@@ -136,9 +170,9 @@ export function createUpstream(config: UpstreamConfig): http.Server {
         sendJson(res, 400, errorBody('body is not JSON'));
         return;
       }
-      if (req.method === 'POST' && url === '/v1/chat/completions') handleChat(config, body, req, res);
-      else if (req.method === 'POST' && url === '/v1/embeddings') handleEmbeddings(body, res);
-      else sendJson(res, 404, errorBody(`no route ${req.method} ${url}`));
+      if (config.track) track(res);
+      if (latencyMs > 0) setTimeout(() => answer(req, res, body), latencyMs);
+      else answer(req, res, body);
     });
   });
   server.headersTimeout = 60_000;
@@ -152,16 +186,29 @@ export interface UpstreamProcess extends ChildServer {
 }
 
 /** Starts the fake upstream as a child process, pinned with `taskset -c <cpus>` when cpus is set. */
-export async function startUpstream(options: { cpus: string | null; chunks: number; holdChunkMs: number }): Promise<UpstreamProcess> {
-  const args = ['--port', '0', '--chunks', String(options.chunks), '--hold-chunk-ms', String(options.holdChunkMs)];
+export async function startUpstream(options: { cpus: string | null; chunks: number; holdChunkMs: number; latencyMs?: number; track?: boolean }): Promise<UpstreamProcess> {
+  const args = ['--port', '0', '--chunks', String(options.chunks), '--hold-chunk-ms', String(options.holdChunkMs), '--latency-ms', String(options.latencyMs ?? 0)];
+  if (options.track) args.push('--track');
   const child = await startChild('fake upstream', fileURLToPath(import.meta.url), args, options.cpus);
   return { ...child, baseUrl: `http://127.0.0.1:${child.port}/v1` };
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
   const { values } = parseArgs({
-    options: { port: { type: 'string', default: '0' }, chunks: { type: 'string', default: '8' }, 'hold-chunk-ms': { type: 'string', default: '100' } },
+    options: {
+      port: { type: 'string', default: '0' },
+      chunks: { type: 'string', default: '8' },
+      'hold-chunk-ms': { type: 'string', default: '100' },
+      'latency-ms': { type: 'string', default: '0' },
+      track: { type: 'boolean', default: false },
+    },
   });
-  const server = createUpstream({ port: Number(values.port), chunks: Number(values.chunks), holdChunkMs: Number(values['hold-chunk-ms']) });
+  const server = createUpstream({
+    port: Number(values.port),
+    chunks: Number(values.chunks),
+    holdChunkMs: Number(values['hold-chunk-ms']),
+    latencyMs: Number(values['latency-ms']),
+    track: values.track,
+  });
   serveChild(server, Number(values.port));
 }
