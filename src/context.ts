@@ -7,7 +7,7 @@ import { AuditStore } from './areas/audit/store.js';
 import { AuthService } from './areas/auth/service.js';
 import { BatchService } from './areas/batches/service.js';
 import { BatchStore } from './areas/batches/store.js';
-import { BATCH_WORK_TOPIC, BatchWorker } from './areas/batches/worker.js';
+import { BATCH_CHANGES_TOPIC, BatchWorker } from './areas/batches/worker.js';
 import { FileService } from './areas/files/service.js';
 import { DatabaseBlobStorage } from './areas/files/storage/database.js';
 import { DiskBlobStorage } from './areas/files/storage/disk.js';
@@ -128,9 +128,9 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const batchStore = new BatchStore(db, database.dialect, database.transaction);
     const batches = new BatchService(batchStore, files, models, { maxLines: config.batches.maxLines });
     const eventBus = bus;
-    batches.onWork(() => void eventBus.publish(BATCH_WORK_TOPIC, '').catch(() => undefined));
+    batches.onChange((change) => void eventBus.publish(BATCH_CHANGES_TOPIC, JSON.stringify(change)).catch(() => undefined));
     const batchWorker = config.batches.worker
-      ? new BatchWorker(batchStore, batches, inference, files, tokens, bus, { concurrency: config.batches.concurrency, leaseMs: config.batches.leaseMs, retryDelayMs: config.batches.retryDelayMs }, log)
+      ? new BatchWorker(batchStore, batches, inference, tokens, bus, { concurrency: config.batches.concurrency, leaseMs: config.batches.leaseMs, retryDelayMs: config.batches.retryDelayMs }, log)
       : null;
     const bootstrap = await tenants.bootstrap(options.skipBootstrapToken ? { ...config, bootstrapToken: undefined } : config);
 

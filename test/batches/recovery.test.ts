@@ -74,7 +74,7 @@ describe.each(BACKENDS)('leases, take-over and shutdown on %s', (backend) => {
     const [second] = await store.claimExpired('wrk_fast', 10, now, now + 60_000);
     expect(second!.id).toBe(first!.id);
     const outcome = (statusCode: number) => ({
-      id: first!.id, batchId: created.id, status: 'succeeded' as const, statusCode, responseBody: '{"answer":1}', errorMessage: null, usage: { inputTokens: 3, outputTokens: 4 }, endedAt: Date.now(),
+      id: first!.id, batchId: created.id, status: 'succeeded' as const, statusCode, responseBody: '{"answer":1}', errorMessage: null, usage: { inputTokens: 3, outputTokens: 4 }, startedAt: Date.now(), endedAt: Date.now(),
     });
     expect(await store.complete('wrk_fast', [outcome(200)])).toEqual([created.id]);
     // The slow worker reports late: its outcome does not count, and the item keeps the first result.

@@ -26,6 +26,12 @@ export interface CreateBatchInput {
   metadata?: Record<string, unknown> | null;
 }
 
+/** What workers are told about (through the bus, so every instance hears it). */
+export interface BatchChange {
+  kind: 'created' | 'cancelled';
+  batchId: string;
+}
+
 export interface BatchSettings {
   maxLines: number;
 }
@@ -46,7 +52,7 @@ function unreadable(err: unknown): never {
  * objects, item pages and JSONL results.
  */
 export class BatchService {
-  private readonly workListeners: (() => void)[] = [];
+  private readonly workListeners: ((change: BatchChange) => void)[] = [];
 
   constructor(
     private readonly store: BatchStore,
@@ -55,13 +61,13 @@ export class BatchService {
     private readonly settings: BatchSettings,
   ) {}
 
-  /** Called after every create and cancel: workers look for work at once rather than at their next poll. */
-  onWork(listener: () => void): void {
+  /** Called after every create and cancel: workers act at once rather than at their next poll. */
+  onChange(listener: (change: BatchChange) => void): void {
     this.workListeners.push(listener);
   }
 
-  private announceWork(): void {
-    for (const listener of this.workListeners) listener();
+  private announce(change: BatchChange): void {
+    for (const listener of this.workListeners) listener(change);
   }
 
   async create(submitter: Submitter, input: CreateBatchInput): Promise<BatchRecord> {
@@ -105,7 +111,7 @@ export class BatchService {
     };
     const items = lines.map((line, index) => ({ id: timeOrderedId('item', now), index, customId: line.customId, requestBody: JSON.stringify(line.body) }));
     await this.store.insert(batch, items);
-    this.announceWork();
+    this.announce({ kind: 'created', batchId: batch.id });
     return batch;
   }
 
@@ -166,7 +172,7 @@ export class BatchService {
     const outcome = await this.store.cancel(scope, id);
     if (!outcome) throw ERRORS.notFound('Batch', id);
     if (!outcome.cancelled) throw ERRORS.validation(`Batch "${id}" is ${outcome.batch.status} and cannot be cancelled (only in_progress or validating batches can)`);
-    this.announceWork();
+    this.announce({ kind: 'cancelled', batchId: id });
     return outcome.batch;
   }
 
@@ -186,6 +192,45 @@ export class BatchService {
       if (rows.length < RESULTS_PAGE) return;
       after = rows[rows.length - 1]!.index;
     }
+  }
+
+  /**
+   * Interface 3.1's automatic finalization of a batch whose items are all finished, by whichever worker claims it (for
+   * `leaseMs`; a worker that dies halfway is replaced once that runs out): a cancelling batch becomes cancelled; a batch
+   * in progress writes its results to the output bucket, if it names one, and becomes completed, or failed when they
+   * cannot be written there (its results stay readable through the API).
+   */
+  async finalize(batchId: string, workerId: string, leaseMs: number): Promise<void> {
+    const now = Date.now();
+    const batch = await this.store.claimFinalization(batchId, workerId, now, now + leaseMs);
+    if (!batch) return;
+    if (batch.status === 'cancelling') {
+      await this.store.finish(batchId, workerId, { status: 'cancelled', at: Date.now() });
+      return;
+    }
+    if (!batch.outputBucketKey) {
+      await this.store.finish(batchId, workerId, { status: 'completed', at: Date.now() });
+      return;
+    }
+    const objectKey = `${batch.id}_output.jsonl`;
+    const lines = this.resultLines(batch.id, ['succeeded', 'failed']);
+    try {
+      await this.files.putObject({ tenantId: batch.tenantId, projectId: batch.projectId }, batch.outputBucketKey, objectKey, {
+        contentType: 'application/jsonl',
+        declaredLength: undefined,
+        body: (async function* () {
+          for await (const text of lines) yield Buffer.from(text);
+        })(),
+        // Results are as large as the answers: the upload limit is for clients.
+        maxBytes: Number.MAX_SAFE_INTEGER,
+      });
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      const errorMessage = `The results could not be written to bucket "${batch.outputBucketKey}": ${err.message}`;
+      await this.store.finish(batchId, workerId, { status: 'failed', errorMessage, at: Date.now() });
+      return;
+    }
+    await this.store.finish(batchId, workerId, { status: 'completed', outputObjectKey: objectKey, at: Date.now() });
   }
 
   /**

@@ -75,6 +75,8 @@ export interface ItemOutcome {
   responseBody: string | null;
   errorMessage: string | null;
   usage: { inputTokens: number; outputTokens: number } | null;
+  /** When the worker started it (a claimed item may wait in the worker's queue for a slot first). */
+  startedAt: number;
   endedAt: number;
 }
 
@@ -156,6 +158,8 @@ function toClaimed(row: Pick<Selectable<BatchItemsTable>, (typeof CLAIM_COLUMNS)
 
 /** SQLite allows 32,766 bound values per statement; 9 columns x 1,000 rows stays well below. */
 const INSERT_CHUNK = 1000;
+/** A literal, not a bound parameter: the partial index of running items is used only then (SQLite). */
+const RUNNING = sql<boolean>`status = 'running'`;
 /** Batches whose work is not finished: workers look only at these. */
 const OPEN_STATUSES: BatchStatus[] = ['in_progress', 'cancelling'];
 
@@ -303,22 +307,22 @@ export class BatchStore {
     return count;
   }
 
-  /** Drains what a cancel could not (an item put back to pending while the cancel ran). */
-  async drainCancelling(): Promise<number> {
-    const ids = await this.db.selectFrom('batches').select('id').where('status', '=', 'cancelling').execute();
-    let drained = 0;
-    for (const { id } of ids) {
-      drained += await this.transaction(async (trx) => {
-        const row = await trx
-          .selectFrom('batches')
-          .select('status')
-          .where('id', '=', id)
-          .$if(this.dialect === 'postgres', (q) => q.forUpdate())
-          .executeTakeFirst();
-        return row?.status === 'cancelling' ? this.drainIn(trx, id, Date.now()) : 0;
-      });
-    }
-    return drained;
+  async cancellingIds(): Promise<string[]> {
+    const rows = await this.db.selectFrom('batches').select('id').where('status', '=', 'cancelling').execute();
+    return rows.map((r) => r.id);
+  }
+
+  /** Drains what a cancel could not: items handed back to pending while or after it ran. */
+  async drain(batchId: string): Promise<number> {
+    return this.transaction(async (trx) => {
+      const row = await trx
+        .selectFrom('batches')
+        .select('status')
+        .where('id', '=', batchId)
+        .$if(this.dialect === 'postgres', (q) => q.forUpdate())
+        .executeTakeFirst();
+      return row?.status === 'cancelling' ? this.drainIn(trx, batchId, Date.now()) : 0;
+    });
   }
 
   /** Batches in progress, oldest first: where a worker looks for pending items. */
@@ -363,7 +367,7 @@ export class BatchStore {
         eb
           .selectFrom('batch_items')
           .select('id')
-          .where('status', '=', 'running')
+          .where(RUNNING)
           .where('locked_until', '<', now)
           .$if(inHand.length > 0, (q) => q.where('id', 'not in', inHand))
           .orderBy('locked_until')
@@ -418,6 +422,7 @@ export class BatchStore {
             error_message: outcome.errorMessage,
             input_tokens: outcome.usage?.inputTokens ?? null,
             output_tokens: outcome.usage?.outputTokens ?? null,
+            started_at: outcome.startedAt,
             ended_at: outcome.endedAt,
             locked_until: null,
           })
@@ -515,12 +520,14 @@ export class BatchStore {
 
   /** Items waiting and running across every batch, the oldest wait, and workers that beat since `liveSince`. */
   async queueStats(liveSince: number): Promise<QueueStats> {
-    const counts = await this.db
+    // Both counts read only index entries: pending ones per open batch, running ones from the partial index.
+    const pending = await this.db
       .selectFrom('batch_items')
-      .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
-      .where('status', 'in', ['pending', 'running'])
-      .groupBy('status')
-      .execute();
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('batch_id', 'in', (eb) => eb.selectFrom('batches').select('id').where('status', 'in', OPEN_STATUSES))
+      .where('status', '=', 'pending')
+      .executeTakeFirstOrThrow();
+    const running = await this.db.selectFrom('batch_items').select((eb) => eb.fn.countAll<number>().as('n')).where(RUNNING).executeTakeFirstOrThrow();
     const oldest = await this.db
       .selectFrom('batches')
       .select('created_at')
@@ -534,10 +541,9 @@ export class BatchStore {
       .select((eb) => eb.fn.countAll<number>().as('n'))
       .where('heartbeat_at', '>=', liveSince)
       .executeTakeFirstOrThrow();
-    const count = (status: string) => Number(counts.find((c) => c.status === status)?.n ?? 0);
     return {
-      pending: count('pending'),
-      running: count('running'),
+      pending: Number(pending.n),
+      running: Number(running.n),
       oldestPendingSince: oldest ? Number(oldest.created_at) : null,
       liveWorkers: Number(workers.n),
     };
