@@ -59,7 +59,8 @@ describe.each(BACKENDS)('a batch on %s survives SIGKILL of its process', { timeo
       const succeeded = rows.filter((r) => r.status === 'succeeded');
       // The kill landed mid-run: items were in flight, some done, not all.
       expect(interrupted.length, `items running at kill ${snapshots.length + 1}`).toBeGreaterThan(0);
-      expect(interrupted.length).toBeLessThanOrEqual(CONCURRENCY);
+      // Held: up to CONCURRENCY in flight plus as many claimed ahead of the slots.
+      expect(interrupted.length).toBeLessThanOrEqual(2 * CONCURRENCY);
       expect(succeeded.length).toBeGreaterThanOrEqual(threshold);
       expect(succeeded.length).toBeLessThan(SIZE);
       expect(rows.filter((r) => r.status === 'failed' || r.status === 'cancelled')).toEqual([]);
