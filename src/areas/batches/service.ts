@@ -52,7 +52,7 @@ function unreadable(err: unknown): never {
  * objects, item pages and JSONL results.
  */
 export class BatchService {
-  private readonly workListeners: ((change: BatchChange) => void)[] = [];
+  private readonly changeListeners: ((change: BatchChange) => void)[] = [];
 
   constructor(
     private readonly store: BatchStore,
@@ -63,11 +63,11 @@ export class BatchService {
 
   /** Called after every create and cancel: workers act at once rather than at their next poll. */
   onChange(listener: (change: BatchChange) => void): void {
-    this.workListeners.push(listener);
+    this.changeListeners.push(listener);
   }
 
   private announce(change: BatchChange): void {
-    for (const listener of this.workListeners) listener(change);
+    for (const listener of this.changeListeners) listener(change);
   }
 
   async create(submitter: Submitter, input: CreateBatchInput): Promise<BatchRecord> {
@@ -76,7 +76,7 @@ export class BatchService {
       throw ERRORS.validation('Give exactly one of requests (inline lines) and input_file (a JSONL object in the document store)');
     }
     const metadata = input.metadata ?? {};
-    if (JSON.stringify(metadata).length > MAX_METADATA_BYTES) throw ERRORS.validation(`metadata is larger than ${MAX_METADATA_BYTES} bytes as JSON`);
+    if (Buffer.byteLength(JSON.stringify(metadata)) > MAX_METADATA_BYTES) throw ERRORS.validation(`metadata is larger than ${MAX_METADATA_BYTES} bytes as JSON`);
     if (input.output_bucket_key !== undefined) {
       await this.files.bucket(scope, input.output_bucket_key).catch((err: unknown) => {
         if (err instanceof AppError && err.statusCode === 404) throw ERRORS.validation(`output_bucket_key: bucket "${input.output_bucket_key}" not found in this project`);

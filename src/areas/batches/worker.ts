@@ -115,7 +115,7 @@ export class BatchWorker {
   async start(): Promise<void> {
     const now = Date.now();
     await this.store.registerWorker({ id: this.id, hostname: os.hostname(), pid: process.pid, concurrency: this.settings.concurrency, now, staleBefore: now - 100 * this.settings.leaseMs });
-    await this.bus.subscribe(BATCH_CHANGES_TOPIC, (message) => this.changed(JSON.parse(message) as BatchChange));
+    await this.bus.subscribe(BATCH_CHANGES_TOPIC, (message) => this.changed(message));
     const poll = setInterval(() => this.wake(), POLL_MS);
     const heartbeat = setInterval(() => void this.heartbeat(), Math.max(250, Math.floor(this.settings.leaseMs / 3)));
     this.timers = [poll, heartbeat];
@@ -127,8 +127,14 @@ export class BatchWorker {
    * A batch was created or cancelled somewhere. Items of a cancelled batch claimed ahead here must not start: they go
    * back at once (the next tick drains them with the rest), rather than whenever the tick comes.
    */
-  private changed(change: BatchChange): void {
-    if (change.kind === 'cancelled') {
+  private changed(message: string): void {
+    let change: BatchChange | null = null;
+    try {
+      change = JSON.parse(message) as BatchChange;
+    } catch {
+      // Only a wake-up, then: the tick finds out what changed.
+    }
+    if (change?.kind === 'cancelled') {
       const waiting = this.ready.filter((item) => item.batchId === change.batchId);
       this.track(this.handBack(waiting, 0, true).catch((err: unknown) => this.log.warn({ err }, 'batch worker: handing back items of a cancelled batch failed; the next tick retries')));
     }
