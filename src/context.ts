@@ -127,8 +127,9 @@ export async function createContext(config: Config, options: ContextOptions = {}
     files.start();
     const batchStore = new BatchStore(db, database.dialect, database.transaction);
     const batches = new BatchService(batchStore, files, models, { maxLines: config.batches.maxLines });
-    const eventBus = bus;
-    batches.onChange((change) => void eventBus.publish(BATCH_CHANGES_TOPIC, JSON.stringify(change)).catch(() => undefined));
+    const changes = bus;
+    // Best effort: without the notice, workers find the change at their next poll (within a second).
+    batches.onChange((change) => void changes.publish(BATCH_CHANGES_TOPIC, JSON.stringify(change)).catch((err: unknown) => log.warn({ err }, 'could not announce a batch change')));
     const batchWorker = config.batches.worker
       ? new BatchWorker(batchStore, batches, inference, tokens, bus, { concurrency: config.batches.concurrency, leaseMs: config.batches.leaseMs, retryDelayMs: config.batches.retryDelayMs }, log)
       : null;

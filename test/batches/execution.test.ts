@@ -132,6 +132,17 @@ describe.each(BACKENDS)('running batches on %s', (backend) => {
     expect(callsOf(fake, item!.id as string)).toBe(3);
   });
 
+  it("an upstream 429 (with OpenAI's rate_limit_exceeded code) is a transient failure: 3 attempts, then failed with 429", async () => {
+    const limited = { status: 429, body: { error: { message: 'Rate limit reached for requests', type: 'requests', code: 'rate_limit_exceeded' } } };
+    fake.queue(limited, limited, limited);
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 1) });
+    const batch = await waitForBatch(t, created.id);
+    expect(batch.request_counts).toEqual({ total: 1, completed: 0, failed: 1, cancelled: 0 });
+    const [item] = await itemsOf(t, batch.id);
+    expect(item).toMatchObject({ status: 'failed', response_status_code: 429, error_message: 'Rate limit reached for requests' });
+    expect(callsOf(fake, item!.id as string)).toBe(3);
+  });
+
   it("an item refused for the token's budget fails with 429 and never reaches the upstream", async () => {
     const token = await createToken(t, { name: 'tiny-budget', budget: { maxTokens: 1, period: 'total' } });
     const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 3) }, token.value);

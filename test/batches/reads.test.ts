@@ -72,7 +72,7 @@ describe.each(BACKENDS)('reading batches on %s', (backend) => {
       expect((await itemsOf(t, id, '?status=running')).map((i) => i.index)).toEqual([1]);
       expect((await itemsOf(t, id, '?status=pending')).map((i) => i.index)).toEqual([0, 2]);
       expect(await itemsOf(t, id, '?status=succeeded')).toEqual([]);
-      for (const query of ['?status=done', '?skip=-1', '?limit=abc', '?skip=1.5', '?unknown=1']) {
+      for (const query of ['?status=done', '?skip=-1', '?limit=abc', '?skip=1.5', '?unknown=1', '?skip=99999999999999999999', '?skip=1e30']) {
         const res = await get(`${BATCHES}/${id}/items${query}`);
         expect(res.statusCode, query).toBe(400);
         expect(res.json().error.message).toMatch(/status|skip|limit|unknown/);

@@ -61,7 +61,7 @@ describe.each(BACKENDS)('leases, take-over and shutdown on %s', (backend) => {
     const batch = await waitForBatch(t, created.id, ['completed']);
     expect(batch.request_counts).toEqual({ total: 1, completed: 0, failed: 1, cancelled: 0 });
     const [failed] = await itemsOf(t, batch.id);
-    expect(failed).toMatchObject({ status: 'failed', response_status_code: 500, error_message: `The item was interrupted ${MAX_ATTEMPTS} times (its worker stopped while running it)` });
+    expect(failed).toMatchObject({ status: 'failed', response_status_code: 500, error_message: `The item was attempted ${MAX_ATTEMPTS} times, and its worker stopped during the last attempt` });
     expect(fake.requests).toHaveLength(0);
   });
 
@@ -96,6 +96,59 @@ describe.each(BACKENDS)('leases, take-over and shutdown on %s', (backend) => {
     const [inHand, lost] = held.map((item) => item.id);
     const retaken = await store.claimExpired('wrk_late', 10, now, now + 60_000, [inHand!]);
     expect(retaken.map((item) => item.id)).toEqual([lost]);
+  });
+
+  it("a cancelled batch's items handed back to pending are never claimed again, only drained", async () => {
+    const { t, model } = await appWithoutWorker();
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 4) });
+    const store = storeOf(t);
+    const held = await store.claimPending(created.id, 'wrk_ahead', 2, Date.now(), Date.now() + 60_000);
+    const res = await call(t.app, t.ownerToken, { method: 'POST', url: `/api/client/v1/batches/${created.id}/cancel` });
+    expect(res.json()).toMatchObject({ status: 'cancelling', request_counts: { cancelled: 2 } });
+    await store.release('wrk_ahead', held.map((item) => item.id), 0, true);
+    expect(await store.claimPending(created.id, 'wrk_other', 10, Date.now(), Date.now() + 60_000)).toEqual([]);
+    expect(await store.drain(created.id)).toBe(2);
+    await countsAgree(t, created.id);
+    await t.ctx.startWorkers();
+    expect((await waitForBatch(t, created.id, ['cancelled'])).request_counts).toEqual({ total: 4, completed: 0, failed: 0, cancelled: 4 });
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it('items whose hand-back failed are let go: their lease runs out and the batch still ends', async () => {
+    const { t, model } = await appWithoutWorker({ WAYGATE_BATCH_LEASE_SECONDS: '1', WAYGATE_BATCH_CONCURRENCY: '1' });
+    fake.queue({ delayMs: 400 });
+    await t.ctx.startWorkers();
+    const store = (t.ctx.batchWorker as unknown as { store: BatchStore }).store;
+    const release = store.release.bind(store);
+    let failures = 0;
+    store.release = async (...args) => {
+      if (failures++ === 0) throw new Error('the database went away for a moment');
+      return release(...args);
+    };
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 4) });
+    for (let i = 0; i < 200 && (await itemsOf(t, created.id, '?status=running')).length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    // The item claimed ahead of the busy slot is handed back on cancel: that release fails.
+    expect((await call(t.app, t.ownerToken, { method: 'POST', url: `/api/client/v1/batches/${created.id}/cancel` })).statusCode).toBe(200);
+    const batch = await waitForBatch(t, created.id, ['cancelled']);
+    expect(failures).toBeGreaterThanOrEqual(1);
+    expect(batch.request_counts.completed + batch.request_counts.cancelled).toBe(4);
+    await countsAgree(t, created.id);
+  });
+
+  it('a worker stopping does not start finalizations: a batch that finished meanwhile is finalized later', async () => {
+    const { t, model } = await appWithoutWorker();
+    expect((await call(t.app, t.ownerToken, { method: 'POST', url: '/api/client/v1/files/buckets', payload: { key: 'out' } })).statusCode).toBe(201);
+    fake.queue({ delayMs: 300 });
+    await t.ctx.startWorkers();
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 1), output_bucket_key: 'out' });
+    for (let i = 0; i < 200 && (await itemsOf(t, created.id, '?status=running')).length < 1; i++) await new Promise((r) => setTimeout(r, 10));
+    await t.ctx.batchWorker!.stop();
+    // The item finished within the grace period and was recorded; the batch waits for a finalizer.
+    expect((await itemsOf(t, created.id))[0]).toMatchObject({ status: 'succeeded' });
+    expect((await getBatch(t, created.id)).json()).toMatchObject({ status: 'in_progress', request_counts: { completed: 1 } });
+    expect(t.logs.filter((line) => JSON.parse(line).level >= 50)).toEqual([]);
+    await t.ctx.services.batches.finalize(created.id, 'wrk_next', 30_000);
+    expect((await getBatch(t, created.id)).json()).toMatchObject({ status: 'completed', output_file: { bucket_key: 'out', object_key: `${created.id}_output.jsonl` } });
   });
 
   it('two workers claiming one batch at once never take the same item', async () => {

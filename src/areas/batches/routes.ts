@@ -3,7 +3,8 @@ import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { Context } from '../../context.js';
 import { principalOf, projectScope, requireApiToken } from '../../http/guards.js';
-import { authorize } from '../../http/rbac.js';
+import { ERRORS } from '../../http/errors.js';
+import { effectiveAccess } from '../../http/rbac.js';
 import {
   cancelBatchSchema,
   createBatchSchema,
@@ -28,7 +29,7 @@ export async function batchRoutes(app: FastifyInstance, { ctx }: { ctx: Context 
   app.post<{ Body: Static<typeof CreateBatchBody> }>('/api/client/v1/batches', { schema: createBatchSchema }, async (request, reply) => {
     const principal = principalOf(request);
     // Items call models: a token that may not call them directly may not call them through a batch either.
-    authorize(principal, 'inference.chat');
+    if (effectiveAccess(principal, 'models') === 'none') throw ERRORS.forbidden('This token lacks read permission on the models service, which running a batch needs');
     const { request_id: _requestId, ...input } = request.body;
     const batch = await batches.create(
       { scope: projectScope(request), tokenId: principal.kind === 'api_token' ? principal.tokenId : null, userId: principal.userId },

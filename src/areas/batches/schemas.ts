@@ -114,7 +114,7 @@ export const ItemListQuery = Type.Object(
   {
     status: Type.Optional(StringEnum(ITEM_STATUSES)),
     limit: Type.Optional(Type.Integer({ description: 'Default 100, clamped to 1-1000' })),
-    skip: Type.Optional(Type.Integer({ minimum: 0, description: 'Items to skip (offset), at least 0' })),
+    skip: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'Items to skip (offset), at least 0' })),
   },
   { additionalProperties: false },
 );

@@ -164,7 +164,7 @@ export class BatchService {
   /** Items by index: `limit` defaults to 100 and is clamped to 1-1000, `skip` is an offset. */
   async items(scope: ProjectScope, id: string, query: { status?: ItemStatus; limit?: number; skip?: number }): Promise<ItemRecord[]> {
     const batch = await this.get(scope, id);
-    return this.store.items(batch.id, { status: query.status, limit: pageSize(query.limit, 100, 1000), skip: query.skip ?? 0 });
+    return this.store.items(scope, batch.id, { status: query.status, limit: pageSize(query.limit, 100, 1000), skip: query.skip ?? 0 });
   }
 
   /** Interface 3.1: only a batch in progress (or validating) can be cancelled; anything else is a 400. */
@@ -179,14 +179,14 @@ export class BatchService {
   /** The batch (404 before anything is streamed) and its result lines. */
   async results(scope: ProjectScope, id: string, status?: 'succeeded' | 'failed'): Promise<AsyncGenerator<string>> {
     const batch = await this.get(scope, id);
-    return this.resultLines(batch.id, status ? [status] : ['succeeded', 'failed']);
+    return this.resultLines(scope, batch.id, status ? [status] : ['succeeded', 'failed']);
   }
 
   /** Result lines in index order, read a page at a time so that memory stays flat however big the batch. */
-  async *resultLines(batchId: string, statuses: ('succeeded' | 'failed')[]): AsyncGenerator<string> {
+  private async *resultLines(scope: ProjectScope, batchId: string, statuses: ('succeeded' | 'failed')[]): AsyncGenerator<string> {
     let after = -1;
     for (;;) {
-      const rows = await this.store.results(batchId, statuses, after, RESULTS_PAGE);
+      const rows = await this.store.results(scope, batchId, statuses, after, RESULTS_PAGE);
       if (rows.length === 0) return;
       yield rows.map(resultLine).join('');
       if (rows.length < RESULTS_PAGE) return;
@@ -208,18 +208,25 @@ export class BatchService {
       await this.store.finish(batchId, workerId, { status: 'cancelled', at: Date.now() });
       return;
     }
-    if (!batch.outputBucketKey) {
-      await this.store.finish(batchId, workerId, { status: 'completed', at: Date.now() });
-      return;
-    }
+    if (!batch.outputBucketKey) return this.completeOrCancel(batchId, workerId);
     const objectKey = `${batch.id}_output.jsonl`;
-    const lines = this.resultLines(batch.id, ['succeeded', 'failed']);
+    const scope = { tenantId: batch.tenantId, projectId: batch.projectId };
+    const lines = this.resultLines(scope, batch.id, ['succeeded', 'failed']);
+    const store = this.store;
+    let renewedAt = now;
     try {
-      await this.files.putObject({ tenantId: batch.tenantId, projectId: batch.projectId }, batch.outputBucketKey, objectKey, {
+      await this.files.putObject(scope, batch.outputBucketKey, objectKey, {
         contentType: 'application/jsonl',
         declaredLength: undefined,
         body: (async function* () {
-          for await (const text of lines) yield Buffer.from(text);
+          for await (const text of lines) {
+            yield Buffer.from(text);
+            // A long write keeps its finalizer lease, so no other worker starts writing the same object.
+            if (Date.now() - renewedAt > leaseMs / 3) {
+              renewedAt = Date.now();
+              await store.extendFinalization(batchId, workerId, renewedAt + leaseMs);
+            }
+          }
         })(),
         // Results are as large as the answers: the upload limit is for clients.
         maxBytes: Number.MAX_SAFE_INTEGER,
@@ -230,7 +237,13 @@ export class BatchService {
       await this.store.finish(batchId, workerId, { status: 'failed', errorMessage, at: Date.now() });
       return;
     }
-    await this.store.finish(batchId, workerId, { status: 'completed', outputObjectKey: objectKey, at: Date.now() });
+    await this.completeOrCancel(batchId, workerId, objectKey);
+  }
+
+  /** Completed, unless a cancel came in while finalizing: then cancelled (an output written stays in its bucket). */
+  private async completeOrCancel(batchId: string, workerId: string, outputObjectKey?: string): Promise<void> {
+    if (await this.store.finish(batchId, workerId, { status: 'completed', outputObjectKey, at: Date.now() })) return;
+    await this.store.finish(batchId, workerId, { status: 'cancelled', at: Date.now() });
   }
 
   /**

@@ -242,19 +242,26 @@ export class BatchStore {
     return rows.map(toBatch);
   }
 
-  async items(batchId: string, query: { status?: ItemStatus; limit: number; skip: number }): Promise<ItemRecord[]> {
-    let q = this.db.selectFrom('batch_items').select(ITEM_VIEW_COLUMNS).where('batch_id', '=', batchId);
+  async items(scope: ProjectScope, batchId: string, query: { status?: ItemStatus; limit: number; skip: number }): Promise<ItemRecord[]> {
+    let q = this.db
+      .selectFrom('batch_items')
+      .select(ITEM_VIEW_COLUMNS)
+      .where('batch_id', '=', batchId)
+      .where('tenant_id', '=', scope.tenantId)
+      .where('project_id', '=', scope.projectId);
     if (query.status) q = q.where('status', '=', query.status);
     const rows = await q.orderBy('idx').limit(query.limit).offset(query.skip).execute();
     return rows.map(toItem);
   }
 
   /** A page of finished items (succeeded and/or failed) after an index, in index order. */
-  async results(batchId: string, statuses: ('succeeded' | 'failed')[], afterIndex: number, limit: number): Promise<ResultRow[]> {
+  async results(scope: ProjectScope, batchId: string, statuses: ('succeeded' | 'failed')[], afterIndex: number, limit: number): Promise<ResultRow[]> {
     const rows = await this.db
       .selectFrom('batch_items')
       .select(['id', 'idx', 'custom_id', 'status', 'response_status_code', 'response_body', 'error_message'])
       .where('batch_id', '=', batchId)
+      .where('tenant_id', '=', scope.tenantId)
+      .where('project_id', '=', scope.projectId)
       .where('status', 'in', statuses)
       .where('idx', '>', afterIndex)
       .orderBy('idx')
@@ -277,20 +284,26 @@ export class BatchStore {
    */
   async cancel(scope: ProjectScope, id: string): Promise<{ batch: BatchRecord; cancelled: boolean } | null> {
     return this.transaction(async (trx) => {
+      // The write comes first: it takes SQLite's write lock (or PostgreSQL's row lock) before anything is read, so a
+      // writer in another process cannot slip in between a read and the upgrade to writing.
+      const changed = await trx
+        .updateTable('batches')
+        .set({ status: 'cancelling' })
+        .where('tenant_id', '=', scope.tenantId)
+        .where('project_id', '=', scope.projectId)
+        .where('id', '=', id)
+        .where('status', 'in', ['in_progress', 'validating'])
+        .executeTakeFirst();
+      const cancelled = Number(changed.numUpdatedRows) > 0;
+      if (cancelled) await this.drainIn(trx, id, Date.now());
       const row = await trx
         .selectFrom('batches')
         .selectAll()
         .where('tenant_id', '=', scope.tenantId)
         .where('project_id', '=', scope.projectId)
         .where('id', '=', id)
-        .$if(this.dialect === 'postgres', (q) => q.forUpdate())
         .executeTakeFirst();
-      if (!row) return null;
-      if (row.status !== 'in_progress' && row.status !== 'validating') return { batch: toBatch(row), cancelled: false };
-      await trx.updateTable('batches').set({ status: 'cancelling' }).where('id', '=', id).execute();
-      await this.drainIn(trx, id, Date.now());
-      const updated = await trx.selectFrom('batches').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
-      return { batch: toBatch(updated), cancelled: true };
+      return row ? { batch: toBatch(row), cancelled } : null;
     });
   }
 
@@ -301,6 +314,7 @@ export class BatchStore {
       .set({ status: 'cancelled', ended_at: now, locked_by: null, locked_until: null })
       .where('batch_id', '=', batchId)
       .where('status', '=', 'pending')
+      .where((eb) => eb.exists(eb.selectFrom('batches').select('id').where('id', '=', batchId).where('status', '=', 'cancelling')))
       .executeTakeFirst();
     const count = Number(drained.numUpdatedRows);
     if (count > 0) await trx.updateTable('batches').set((eb) => ({ cancelled: eb('cancelled', '+', count) })).where('id', '=', batchId).execute();
@@ -314,15 +328,7 @@ export class BatchStore {
 
   /** Drains what a cancel could not: items handed back to pending while or after it ran. */
   async drain(batchId: string): Promise<number> {
-    return this.transaction(async (trx) => {
-      const row = await trx
-        .selectFrom('batches')
-        .select('status')
-        .where('id', '=', batchId)
-        .$if(this.dialect === 'postgres', (q) => q.forUpdate())
-        .executeTakeFirst();
-      return row?.status === 'cancelling' ? this.drainIn(trx, batchId, Date.now()) : 0;
-    });
+    return this.transaction((trx) => this.drainIn(trx, batchId, Date.now()));
   }
 
   /** Batches in progress, oldest first: where a worker looks for pending items. */
@@ -346,6 +352,8 @@ export class BatchStore {
           .where('batch_id', '=', batchId)
           .where('status', '=', 'pending')
           .where('run_after', '<=', now)
+          // A cancelled batch's items handed back to pending are drained, never claimed again.
+          .where((eb) => eb.exists(eb.selectFrom('batches').select('id').where('id', '=', batchId).where('status', '=', 'in_progress')))
           .orderBy('idx')
           .limit(limit)
           .$if(this.dialect === 'postgres', (q) => q.forUpdate().skipLocked()),
@@ -385,10 +393,22 @@ export class BatchStore {
     await this.db
       .updateTable('batch_items')
       .set({ locked_until: lockedUntil })
-      .where('id', 'in', ids)
-      .where('status', '=', 'running')
-      .where('locked_by', '=', workerId)
+      .where('id', 'in', (eb) =>
+        eb
+          .selectFrom('batch_items')
+          .select('id')
+          .where('id', 'in', ids)
+          .where('status', '=', 'running')
+          .where('locked_by', '=', workerId)
+          // Rows locked in id order, as complete() locks them: a heartbeat and a group commit cannot deadlock.
+          .$if(this.dialect === 'postgres', (q) => q.orderBy('id').forUpdate()),
+      )
       .execute();
+  }
+
+  /** Keeps a long output write this finalizer's. */
+  async extendFinalization(batchId: string, workerId: string, until: number): Promise<void> {
+    await this.db.updateTable('batches').set({ finalizer_until: until }).where('id', '=', batchId).where('finalizer', '=', workerId).where('status', 'in', OPEN_STATUSES).execute();
   }
 
   /** Gives held items back as pending (a retry after `runAfter`, or a worker stopping); `refund` undoes the attempt. */

@@ -1,10 +1,11 @@
+import { setMaxListeners } from 'node:events';
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { AppError, UpstreamRejection } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import type { Bus } from '../../platform/bus.js';
-import { DependencyUnavailableError } from '../../platform/errors.js';
+import { DependencyUnavailableError, isConnectionFailure } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
 import type { JsonObject } from '../../providers/types.js';
 import type { Caller, InferenceService, JsonAnswer } from '../inference/service.js';
@@ -34,6 +35,8 @@ const POLL_MS = 1_000;
 const BATCH_CONTEXT_TTL_MS = 10_000;
 /** On stop, running items get this long to finish before they are aborted and handed back. */
 const STOP_GRACE_MS = 10_000;
+/** While Redis or the database is unreachable, a batch's items wait this long between tries, attempts not spent. */
+const OUTAGE_WAIT_MS = 5_000;
 
 /** What every item of a batch runs with: its project, endpoint and the submitting token's limits. */
 interface BatchContext {
@@ -53,11 +56,21 @@ function oneLine(answer: JsonAnswer): string {
   return text.includes('\n') || text.includes('\r') ? JSON.stringify(JSON.parse(text)) : text;
 }
 
-/** Failures worth another attempt: the upstream or a dependency was down, slow or overloaded. */
+/** Failures worth another attempt: the upstream was down, slow or overloaded, or something unexpected happened. */
 function transient(err: unknown): boolean {
   if (err instanceof UpstreamRejection) return err.statusCode === 429;
   if (err instanceof AppError) return err.statusCode === 502 || err.statusCode === 503 || err.statusCode === 504;
   return true;
+}
+
+/** Waygate's own rpm/tpm limit (an upstream's 429 may carry the same code, and is a transient failure instead). */
+function ownRateLimit(err: unknown): err is AppError {
+  return err instanceof AppError && !(err instanceof UpstreamRejection) && err.code === 'rate_limit_exceeded';
+}
+
+/** Redis or the database could not be reached: nothing is wrong with the item. */
+function outage(err: unknown): boolean {
+  return err instanceof DependencyUnavailableError || isConnectionFailure(err);
 }
 
 /** One item of each list in turn, so that the items of every batch claimed together take turns. */
@@ -110,6 +123,8 @@ export class BatchWorker {
     private readonly log: Logger,
   ) {
     this.outcomes = new OutcomeWriter(store, this.id, { recorded: (ids) => this.letGo(ids), finished: (ids) => ids.forEach((id) => this.finalizeInBackground(id)) }, log);
+    // Every call in flight listens to this one signal.
+    setMaxListeners(settings.concurrency + 16, this.abort.signal);
   }
 
   async start(): Promise<void> {
@@ -168,6 +183,7 @@ export class BatchWorker {
         for (const batchId of await this.store.finalizable(Date.now())) this.finalizeInBackground(batchId);
         if (this.stopping) return;
         this.active = await this.store.inProgressIds();
+        this.forgetStale();
         await this.reclaimExpired();
         this.dispatch();
       } while (this.tickAgain && !this.stopping);
@@ -187,6 +203,13 @@ export class BatchWorker {
     } catch (err) {
       this.log.warn({ err }, 'batch worker: heartbeat failed; leases run out unless the next one succeeds');
     }
+  }
+
+  /** Cached batch look-ups and rate-limit pauses that have run out (their batch may be finished elsewhere). */
+  private forgetStale(): void {
+    const now = Date.now();
+    for (const [batchId, cached] of this.contexts) if (cached.until <= now) this.contexts.delete(batchId);
+    for (const [batchId, until] of this.pausedUntil) if (until <= now) this.pausedUntil.delete(batchId);
   }
 
   /** How many more items to hold: one slot's worth waiting for each slot. */
@@ -281,7 +304,7 @@ export class BatchWorker {
       return this.failed(item, err, startedAt);
     }
     if (item.attempts > MAX_ATTEMPTS) {
-      return this.recordFailure(item, startedAt, 500, `The item was interrupted ${MAX_ATTEMPTS} times (its worker stopped while running it)`);
+      return this.recordFailure(item, startedAt, 500, `The item was attempted ${MAX_ATTEMPTS} times, and its worker stopped during the last attempt`);
     }
     if (batch.refusal) return this.recordFailure(item, startedAt, 401, batch.refusal);
     const caller: Caller = {
@@ -319,7 +342,12 @@ export class BatchWorker {
   /** A failed call: handed back (stopping, rate limit), retried later (transient), or recorded as failed. */
   private async failed(item: ClaimedItem, err: unknown, startedAt: number): Promise<void> {
     if (this.abort.signal.aborted) return this.handBack([item], 0, true);
-    if (err instanceof AppError && err.code === 'rate_limit_exceeded') {
+    if (outage(err)) {
+      this.log.warn({ itemId: item.id, err }, 'batch item could not run: a dependency is unreachable; waiting');
+      this.pausedUntil.set(item.batchId, Date.now() + OUTAGE_WAIT_MS);
+      return this.handBack([item], Date.now() + OUTAGE_WAIT_MS, true);
+    }
+    if (ownRateLimit(err)) {
       // The token's or project's rpm/tpm: not the item's fault. The batch waits as told, without spending an attempt.
       const until = Date.now() + Number(err.headers['retry-after'] ?? 1) * 1000;
       this.pausedUntil.set(item.batchId, until);
@@ -329,9 +357,9 @@ export class BatchWorker {
       this.log.warn({ itemId: item.id, attempt: item.attempts, err: err instanceof AppError ? err.message : err }, 'batch item failed; retrying later');
       return this.handBack([item], Date.now() + this.settings.retryDelayMs * 5 ** (item.attempts - 1), false);
     }
-    if (!(err instanceof AppError) && !(err instanceof DependencyUnavailableError)) this.log.error({ err, itemId: item.id }, 'batch item failed unexpectedly');
-    const statusCode = err instanceof AppError ? err.statusCode : err instanceof DependencyUnavailableError ? 503 : 500;
-    const message = err instanceof AppError || err instanceof DependencyUnavailableError ? err.message : 'Internal error while running the item';
+    if (!(err instanceof AppError)) this.log.error({ err, itemId: item.id }, 'batch item failed unexpectedly');
+    const statusCode = err instanceof AppError ? err.statusCode : 500;
+    const message = err instanceof AppError ? err.message : 'Internal error while running the item';
     this.recordFailure(item, startedAt, statusCode, message);
   }
 
@@ -340,8 +368,12 @@ export class BatchWorker {
     if (items.length === 0) return;
     const ids = new Set(items.map((item) => item.id));
     this.ready = this.ready.filter((waiting) => !ids.has(waiting.id));
-    await this.store.release(this.id, [...ids], runAfter, refund);
-    this.letGo([...ids]);
+    try {
+      await this.store.release(this.id, [...ids], runAfter, refund);
+    } finally {
+      // Handed back or not, they are no longer this worker's: if the release failed, their leases run out.
+      this.letGo([...ids]);
+    }
     if (runAfter > Date.now()) this.wakeAt(runAfter);
   }
 
@@ -378,6 +410,8 @@ export class BatchWorker {
   }
 
   private finalizeInBackground(batchId: string): void {
+    // Once stopping, the database may close any moment: a tick here or elsewhere finalizes it.
+    if (this.stopping) return;
     this.contexts.delete(batchId);
     this.pausedUntil.delete(batchId);
     this.track(
@@ -392,7 +426,8 @@ export class BatchWorker {
   async stop(graceMs = STOP_GRACE_MS): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
-    for (const timer of this.timers) clearInterval(timer);
+    const [poll, heartbeat] = this.timers;
+    clearInterval(poll);
     await Promise.all(this.background);
     await this.handBack(this.ready, 0, true).catch((err: unknown) => this.log.warn({ err }, 'batch worker: could not hand back waiting items; their leases run out'));
     if (!(await this.idleWithin(graceMs))) {
@@ -400,6 +435,8 @@ export class BatchWorker {
       await this.idleWithin(graceMs);
     }
     await this.outcomes.stop();
+    // The heartbeat kept the leases of what was still running or being recorded until now.
+    clearInterval(heartbeat);
     await this.store.removeWorker(this.id).catch((err: unknown) => this.log.warn({ err }, 'batch worker: could not deregister'));
   }
 
