@@ -36,6 +36,10 @@ export function openDatabase(target: DatabaseTarget, onError: (err: Error) => vo
     // busy pool, bounded so requests, readiness checks and shutdown do not hang on an unreachable server.
     const pool = new (loadPg().Pool)({ connectionString: target.url, max: target.poolSize, connectionTimeoutMillis: 15_000 });
     pool.on('error', onError);
+    // The pool listens for errors of idle clients only. A client checked out between two statements of a transaction
+    // that loses its server would emit 'error' with nobody listening, which crashes the process; its pending or next
+    // statement fails anyway and the pool drops it, so this listener only has to exist.
+    pool.on('connect', (client) => client.on('error', () => undefined));
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     return {
       db,
