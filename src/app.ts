@@ -6,6 +6,7 @@ import { auditRoutes } from './areas/audit/routes.js';
 import { authRoutes } from './areas/auth/routes.js';
 import { batchRoutes } from './areas/batches/routes.js';
 import { fileRoutes } from './areas/files/routes.js';
+import { guardrailEvaluateRoutes, guardrailRoutes } from './areas/guardrails/routes.js';
 import { healthRoutes } from './areas/health/routes.js';
 import { inferenceRoutes } from './areas/inference/routes.js';
 import { modelRoutes } from './areas/models/routes.js';
@@ -100,6 +101,8 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
   await app.register(analyticsRoutes, options);
   await app.register(fileRoutes, options);
   await app.register(batchRoutes, options);
+  await app.register(guardrailRoutes, options);
+  await app.register(guardrailEvaluateRoutes, options);
   await app.ready();
   return app;
 }

@@ -9,6 +9,8 @@ import { BatchService } from './areas/batches/service.js';
 import { BatchStore } from './areas/batches/store.js';
 import { BATCH_CHANGES_TOPIC, BatchWorker } from './areas/batches/worker.js';
 import { FileService } from './areas/files/service.js';
+import { GuardrailService } from './areas/guardrails/service.js';
+import { GuardrailStore } from './areas/guardrails/store.js';
 import { DatabaseBlobStorage } from './areas/files/storage/database.js';
 import { DiskBlobStorage } from './areas/files/storage/disk.js';
 import { FileStore } from './areas/files/store.js';
@@ -58,6 +60,7 @@ export interface Context {
     auth: AuthService;
     batches: BatchService;
     files: FileService;
+    guardrails: GuardrailService;
     inference: InferenceService;
     limits: LimitService;
     models: ModelService;
@@ -113,10 +116,15 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const audit = new AuditService(new AuditStore(db), log);
     const usage = new UsageService(new UsageStore(db, database.dialect, database.transaction), log);
     const limits = new LimitService(counters, usage);
-    const models = new ModelService(new ModelStore(db, database.dialect), secrets, bus, config.localModels);
+    // Models and guardrails name each other: the registry asks the guardrails area (built next) about the keys.
+    const models: ModelService = new ModelService(new ModelStore(db, database.dialect), secrets, bus, config.localModels, (scope, key, attached) =>
+      guardrails.checkModelGuardrails(scope, key, attached),
+    );
     await models.start();
+    const guardrails: GuardrailService = new GuardrailService(new GuardrailStore(db, database.dialect), models, bus, log);
+    await guardrails.start();
     const upstream = new UpstreamClient(config.upstream);
-    const inference = new InferenceService(models, createProviders(upstream), limits, projects, usage, log);
+    const inference = new InferenceService(models, createProviders(upstream), limits, projects, usage, guardrails, log);
     const analytics = new AnalyticsService(new AnalyticsStore(db, database.dialect), usage, tokens, users);
     const files = new FileService(
       new FileStore(db, database.dialect, database.transaction),
@@ -154,7 +162,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
       health,
       bootstrap,
       batchWorker,
-      services: { analytics, audit, auth, batches, files, inference, limits, models, projects, tenants, tokens, usage, users },
+      services: { analytics, audit, auth, batches, files, guardrails, inference, limits, models, projects, tenants, tokens, usage, users },
       async startWorkers() {
         await batchWorker?.start();
       },
@@ -162,6 +170,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
         // Workers first: running items finish (or are handed back) while the database is still open.
         await batchWorker?.stop();
         files.close();
+        await guardrails.close();
         await usage.close();
         await audit.close();
         await upstream.close();

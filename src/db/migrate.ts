@@ -6,6 +6,7 @@ import { migration0002SessionVersion } from './migrations/0002_session_version.j
 import { migration0003Inference } from './migrations/0003_inference.js';
 import { migration0004Files } from './migrations/0004_files.js';
 import { migration0005Batches } from './migrations/0005_batches.js';
+import { migration0006Guardrails } from './migrations/0006_guardrails.js';
 
 /** Forward-only migrations, the same files for SQLite and PostgreSQL, applied in name order. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -15,6 +16,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0003_inference': migration0003Inference(dialect),
     '0004_files': migration0004Files(dialect),
     '0005_batches': migration0005Batches(dialect),
+    '0006_guardrails': migration0006Guardrails(dialect),
   };
 }
 

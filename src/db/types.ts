@@ -226,6 +226,41 @@ export interface BatchWorkersTable {
   heartbeat_at: number;
 }
 
+export interface GuardrailsTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  key: string;
+  name: string;
+  type: string;
+  action: string;
+  target: string;
+  config: JsonColumn;
+  model_key: string | null;
+  fail_mode: string;
+  enabled: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface GuardrailEvaluationsTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  guardrail_key: string;
+  guardrail_type: string;
+  stage: string;
+  model: string | null;
+  request_id: string;
+  passed: number;
+  action: string;
+  outcome: string | null;
+  categories: JsonColumn;
+  masked_text: string;
+  latency_ms: number;
+  created_at: number;
+}
+
 export interface InstanceMetaTable {
   key: string;
   value: string;
@@ -248,6 +283,8 @@ export interface Database {
   batches: BatchesTable;
   batch_items: BatchItemsTable;
   batch_workers: BatchWorkersTable;
+  guardrails: GuardrailsTable;
+  guardrail_evaluations: GuardrailEvaluationsTable;
 }
 
 export type Db = Kysely<Database>;

@@ -32,7 +32,13 @@ function send(reply: FastifyReply, appError: AppError): void {
     void reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(appError.body));
     return;
   }
-  void reply.send({ error: { message: appError.message, type: appError.type, ...(appError.code ? { code: appError.code } : {}) } });
+  const error = { message: appError.message, type: appError.type, ...(appError.code ? { code: appError.code } : {}) };
+  if (Object.keys(appError.details).length === 0) {
+    void reply.send({ error });
+    return;
+  }
+  // Extra fields (a guardrail block's findings) would be dropped by the route's error schema: serialised here.
+  void reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify({ error: { ...error, ...appError.details } }));
 }
 
 /**

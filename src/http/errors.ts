@@ -10,7 +10,8 @@ export type ErrorType =
   | 'request_too_large'
   | 'rate_limit_error'
   | 'service_unavailable'
-  | 'server_error';
+  | 'server_error'
+  | 'guardrail_block';
 
 /** An expected failure with the status and body the client gets: `{ error: { message, type, code? } }`. */
 export class AppError extends Error {
@@ -20,6 +21,8 @@ export class AppError extends Error {
     message: string,
     readonly code?: string,
     readonly headers: Record<string, string> = {},
+    /** Extra fields of the error object, where the interface names them (a guardrail block's findings). */
+    readonly details: Record<string, unknown> = {},
   ) {
     super(message);
     this.name = 'AppError';

@@ -81,7 +81,19 @@ export const CLIENT_ROUTES: RouteSpec[] = [
   },
   { operation: 'GET /api/client/v1/batches/{batchId}/items', okStatus: 200, request: async (t) => ({ method: 'GET', url: `/api/client/v1/batches/${await securityBatch(t)}/items` }) },
   { operation: 'GET /api/client/v1/batches/{batchId}/results', okStatus: 200, request: async (t) => ({ method: 'GET', url: `/api/client/v1/batches/${await securityBatch(t)}/results` }) },
+  {
+    operation: 'POST /api/client/v1/guardrails/evaluate',
+    okStatus: 200,
+    request: async (t) => ({ method: 'POST', url: '/api/client/v1/guardrails/evaluate', payload: { guardrail_key: await securityGuardrail(t), text: 'hello' } }),
+  },
 ];
+
+/** A PII guardrail of project default for the guardrail cases (created once per app). */
+async function securityGuardrail(t: TestApp): Promise<string> {
+  const res = await call(t.app, t.adminSession, { method: 'POST', url: '/api/guardrails', payload: { key: 'security-cases', type: 'pii' } });
+  if (res.statusCode !== 201 && res.statusCode !== 409) throw new Error(`guardrail create failed: ${res.statusCode} ${res.body}`);
+  return 'security-cases';
+}
 
 function securityBatchBody() {
   return { endpoint: '/v1/chat/completions', requests: [{ custom_id: 'a', body: { model: 'local-chat', messages: [{ role: 'user', content: 'hi' }] } }] };
@@ -161,6 +173,19 @@ export const DASHBOARD_ROUTES: RouteSpec[] = [
     okStatus: 200,
     request: async (t) => ({ method: 'DELETE', url: `/api/models/${await mockModel(t, ['chat'])}` }),
   },
+  { operation: 'GET /api/guardrails', okStatus: 200, request: () => ({ method: 'GET', url: '/api/guardrails' }) },
+  { operation: 'POST /api/guardrails', okStatus: 201, request: () => ({ method: 'POST', url: '/api/guardrails', payload: { key: `g-${unique()}`, type: 'pii' } }) },
+  { operation: 'PATCH /api/guardrails/{key}', okStatus: 200, request: async (t) => ({ method: 'PATCH', url: `/api/guardrails/${await securityGuardrail(t)}`, payload: { name: 'Security' } }) },
+  {
+    operation: 'DELETE /api/guardrails/{key}',
+    okStatus: 200,
+    request: async (t) => {
+      const key = `g-${unique()}`;
+      await call(t.app, t.adminSession, { method: 'POST', url: '/api/guardrails', payload: { key, type: 'pii' } });
+      return { method: 'DELETE', url: `/api/guardrails/${key}` };
+    },
+  },
+  { operation: 'GET /api/guardrails/{key}/evaluations', okStatus: 200, request: async (t) => ({ method: 'GET', url: `/api/guardrails/${await securityGuardrail(t)}/evaluations` }) },
   {
     operation: 'DELETE /api/tokens/{id}',
     okStatus: 200,

@@ -1,34 +1,11 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Context } from '../../context.js';
-import { principalOf, projectScope, requireApiToken } from '../../http/guards.js';
+import { projectScope, requireApiToken } from '../../http/guards.js';
 import type { JsonObject } from '../../providers/types.js';
 import { chatSchema, embeddingsSchema, listModelsSchema, moderationsSchema } from './schemas.js';
-import type { Caller, JsonAnswer } from './service.js';
-
-const SESSION_HEADER = 'x-waygate-session-id';
-const MAX_SESSION_ID = 200;
-
-/** The caller of a model call; its signal aborts when the client disconnects before the answer is complete. */
-function callerOf(request: FastifyRequest, reply: FastifyReply): Caller {
-  const principal = principalOf(request);
-  const controller = new AbortController();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) controller.abort();
-  });
-  const session = request.headers[SESSION_HEADER];
-  return {
-    scope: projectScope(request),
-    tokenId: principal.kind === 'api_token' ? principal.tokenId : null,
-    userId: principal.userId,
-    budget: principal.kind === 'api_token' ? principal.budget : null,
-    rateLimit: principal.kind === 'api_token' ? principal.rateLimit : null,
-    requestId: request.requestId,
-    sessionId: typeof session === 'string' && session !== '' ? session.slice(0, MAX_SESSION_ID) : null,
-    signal: controller.signal,
-    startedAt: performance.now() - reply.elapsedTime,
-  };
-}
+import { callerOf } from './caller.js';
+import type { JsonAnswer } from './service.js';
 
 /** The provider's JSON, byte for byte when it was not changed. */
 function sendAnswer(request: FastifyRequest, reply: FastifyReply, answer: JsonAnswer) {

@@ -8,11 +8,16 @@ import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
 import { estimateChatInput, estimateEmbeddingInput, estimateTokens } from '../../providers/tokens.js';
 import type { Capability, ChatChunk, JsonObject, JsonResult, Provider, ProviderType, Usage } from '../../providers/types.js';
+import type { Judge } from '../guardrails/engines.js';
+import { GuardrailBlock, usesJudge, type EvaluationContext, type GuardrailService } from '../guardrails/service.js';
+import type { GuardrailRecord } from '../guardrails/store.js';
+import { guardStream, StreamGuardError } from '../guardrails/stream.js';
 import type { Budget, Estimate, LimitService, LimitSubject, RateLimit, Reservation } from '../limits/service.js';
 import type { ResolvedModel, ModelService } from '../models/service.js';
 import type { Pricing } from '../models/store.js';
 import type { ProjectService } from '../projects/service.js';
 import type { UsageService } from '../usage/service.js';
+import { chatInputTexts, chatOutputTexts, embeddingInputTexts, type TextSlots } from './texts.js';
 
 /** Who is calling and about what; built by the route from the token and the request. */
 export interface Caller {
@@ -49,6 +54,15 @@ export interface StreamAnswer {
 export const DEFAULT_OUTPUT_RESERVE = 4096;
 
 const NO_PRICE: Pricing = { inputPer1M: 0, outputPer1M: 0, currency: 'USD' };
+const NO_GUARDS: { input: GuardrailRecord[]; output: GuardrailRecord[] } = { input: [], output: [] };
+/** Output a judge model may write (its verdict is a short JSON object). */
+const JUDGE_OUTPUT_TOKENS = 300;
+
+/** Where guardrails read and write a call's texts: its request and its answer. */
+interface GuardedTexts {
+  input: (body: JsonObject) => TextSlots;
+  output?: (answer: JsonObject) => TextSlots;
+}
 const STATUS_CLIENT_CLOSED = 499;
 
 function costOf(pricing: Pricing | null, input: number, output: number): number {
@@ -110,8 +124,41 @@ export class InferenceService {
     private readonly limits: LimitService,
     private readonly projects: ProjectService,
     private readonly usage: UsageService,
+    private readonly guardrails: GuardrailService,
     private readonly log: Logger,
   ) {}
+
+  /**
+   * Model calls for guardrails that ask a model: metered under service `guardrails` on the caller's budget, and
+   * never guarded themselves (a judge's guardrails would judge the judge).
+   */
+  judge(caller: Caller): Judge {
+    const judgeCaller: Caller = { ...caller, service: 'guardrails' };
+    const options = { signal: caller.signal, requestId: caller.requestId };
+    return {
+      chat: async (modelKey, body) => {
+        const request = { ...body, model: modelKey };
+        const call = { capability: 'chat' as const, service: 'guardrails', endpoint: '/chat/completions', estimateInput: once(() => estimateChatInput(request)), desiredOutput: JUDGE_OUTPUT_TOKENS };
+        return (await this.jsonCall(judgeCaller, request, call, null, (provider, model, upstreamBody) => provider.chat(model.target, upstreamBody, options))).body;
+      },
+      moderate: async (modelKey, input) => {
+        const request = { model: modelKey, input };
+        const call = { capability: 'moderation' as const, service: 'guardrails', endpoint: '/moderations', estimateInput: once(() => estimateEmbeddingInput(input)), desiredOutput: 0 };
+        return (await this.jsonCall(judgeCaller, request, call, null, (provider, model, upstreamBody) => provider.moderations(model.target, upstreamBody, options))).body;
+      },
+    };
+  }
+
+  private evaluationContext(caller: Caller, model: ResolvedModel, stage: 'input' | 'output'): EvaluationContext & { stage: 'input' | 'output' } {
+    return { scope: caller.scope, requestId: caller.requestId, stage, model: model.record.key, judge: this.judge(caller) };
+  }
+
+  /** Input guardrails of the model over the request's texts: the body to send (redacted), or a GuardrailBlock. */
+  private async guardInput(caller: Caller, model: ResolvedModel, guardrails: GuardrailRecord[], body: JsonObject, slots: (body: JsonObject) => TextSlots): Promise<JsonObject> {
+    if (guardrails.length === 0) return body;
+    const texts = slots(body);
+    return texts.write(await this.guardrails.enforce(this.evaluationContext(caller, model, 'input'), guardrails, texts.texts));
+  }
 
   /** The model and its fallbacks that offer the capability, in the order to try them. */
   private async candidates(scope: ProjectScope, key: unknown, capability: Capability): Promise<ResolvedModel[]> {
@@ -207,25 +254,44 @@ export class InferenceService {
     });
   }
 
-  /** One non-streamed call of any JSON operation, metered and settled whatever happens. */
+  /**
+   * One non-streamed call of any JSON operation, metered and settled whatever happens. With `guarded`, the primary
+   * model's guardrails run on the request before admission (a block makes no upstream call) and on the answer.
+   */
   private async jsonCall(
     caller: Caller,
     body: JsonObject,
     options: { capability: Capability; service: string; endpoint: string; estimateInput: () => number; desiredOutput: number },
+    guarded: GuardedTexts | null,
     run: (provider: Provider, model: ResolvedModel, body: JsonObject) => Promise<JsonResult>,
   ): Promise<JsonAnswer> {
     const candidates = await this.candidates(caller.scope, body.model, options.capability);
-    const reservation = await this.admit(caller, candidates[0]!, options.estimateInput, options.desiredOutput);
-    const upstreamBody = capped(body, reservation);
+    const primary = candidates[0]!;
+    const guards = guarded ? await this.guardrails.forModel(caller.scope, primary.record) : NO_GUARDS;
+    const sent = guarded ? await this.guardInput(caller, primary, guards.input, body, guarded.input) : body;
+    const reservation = await this.admit(caller, primary, options.estimateInput, options.desiredOutput);
+    const upstreamBody = capped(sent, reservation);
+    let model = primary;
+    let usage: Usage | null = null;
+    let upstreamMs = 0;
     try {
-      const { model, answer } = await this.firstAnswer(candidates, (m) => run(this.providers[m.record.provider.type], m, upstreamBody));
-      const usage = answer.usage ?? { inputTokens: options.estimateInput(), outputTokens: 0, estimated: true };
+      const first = await this.firstAnswer(candidates, (m) => run(this.providers[m.record.provider.type], m, upstreamBody));
+      ({ model } = first);
+      upstreamMs = first.answer.upstreamMs;
+      usage = first.answer.usage ?? { inputTokens: options.estimateInput(), outputTokens: 0, estimated: true };
+      let answer: JsonObject = first.answer.body;
+      if (guarded?.output && guards.output.length > 0) {
+        const texts = guarded.output(answer);
+        answer = texts.write(await this.guardrails.enforce(this.evaluationContext(caller, primary, 'output'), guards.output, texts.texts));
+      }
       await this.settle(reservation, model, usage);
-      this.meter(caller, model, options.endpoint, options.service, usage, 200, answer.upstreamMs, false);
-      return { body: answer.body, raw: answer.raw, usage, upstreamMs: answer.upstreamMs };
+      this.meter(caller, model, options.endpoint, options.service, usage, 200, upstreamMs, false);
+      // The upstream's own bytes, unless a guardrail changed the answer.
+      return { body: answer, raw: answer === first.answer.body ? first.answer.raw : undefined, usage, upstreamMs };
     } catch (err) {
-      await this.settle(reservation, candidates[0]!, null);
-      this.meter(caller, candidates[0]!, options.endpoint, options.service, null, statusOf(err), 0, false);
+      // An answer refused by an output guardrail was still made and is billed.
+      await this.settle(reservation, model, usage);
+      this.meter(caller, model, options.endpoint, options.service, usage, statusOf(err), upstreamMs, false);
       throw err;
     }
   }
@@ -233,21 +299,22 @@ export class InferenceService {
   chat(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
     const estimateInput = once(() => estimateChatInput(body));
     const desiredOutput = requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE;
-    return this.jsonCall(caller, body, { capability: 'chat', service: 'chat', endpoint: '/chat/completions', estimateInput, desiredOutput }, (provider, model, upstreamBody) =>
+    const guarded = { input: chatInputTexts, output: chatOutputTexts };
+    return this.jsonCall(caller, body, { capability: 'chat', service: 'chat', endpoint: '/chat/completions', estimateInput, desiredOutput }, guarded, (provider, model, upstreamBody) =>
       provider.chat(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
     );
   }
 
   embeddings(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
     const estimateInput = once(() => estimateEmbeddingInput(body.input));
-    return this.jsonCall(caller, body, { capability: 'embeddings', service: 'embeddings', endpoint: '/embeddings', estimateInput, desiredOutput: 0 }, (provider, model, upstreamBody) =>
+    return this.jsonCall(caller, body, { capability: 'embeddings', service: 'embeddings', endpoint: '/embeddings', estimateInput, desiredOutput: 0 }, { input: embeddingInputTexts }, (provider, model, upstreamBody) =>
       provider.embeddings(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
     );
   }
 
   moderations(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
     const estimateInput = once(() => estimateEmbeddingInput(body.input));
-    return this.jsonCall(caller, body, { capability: 'moderation', service: 'moderations', endpoint: '/moderations', estimateInput, desiredOutput: 0 }, (provider, model, upstreamBody) =>
+    return this.jsonCall(caller, body, { capability: 'moderation', service: 'moderations', endpoint: '/moderations', estimateInput, desiredOutput: 0 }, null, (provider, model, upstreamBody) =>
       provider.moderations(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
     );
   }
@@ -258,9 +325,12 @@ export class InferenceService {
    */
   async chatStream(caller: Caller, body: JsonObject): Promise<StreamAnswer> {
     const candidates = await this.candidates(caller.scope, body.model, 'chat');
+    const primary = candidates[0]!;
+    const guards = await this.guardrails.forModel(caller.scope, primary.record);
+    const sent = await this.guardInput(caller, primary, guards.input, body, chatInputTexts);
     const estimateInput = once(() => estimateChatInput(body));
-    const reservation = await this.admit(caller, candidates[0]!, estimateInput, requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE);
-    const upstreamBody = capped(body, reservation);
+    const reservation = await this.admit(caller, primary, estimateInput, requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE);
+    const upstreamBody = capped(sent, reservation);
     let started: { model: ResolvedModel; answer: Awaited<ReturnType<Provider['chatStream']>> };
     try {
       started = await this.firstAnswer(candidates, (m) => this.providers[m.record.provider.type].chatStream(m.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }));
@@ -270,7 +340,12 @@ export class InferenceService {
       throw err;
     }
     const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
-    return { frames: this.frames(caller, started.model, started.answer.chunks, { reservation, estimateInput, includeUsage, upstreamStartedAt: performance.now() - started.answer.upstreamMs }), upstreamMs: started.answer.upstreamMs };
+    let chunks = started.answer.chunks;
+    if (guards.output.length > 0) {
+      const context = this.evaluationContext(caller, primary, 'output');
+      chunks = guardStream(chunks, (texts, final) => this.guardrails.enforce(context, guards.output, texts, final), guards.output.some(usesJudge));
+    }
+    return { frames: this.frames(caller, started.model, chunks, { reservation, estimateInput, includeUsage, upstreamStartedAt: performance.now() - started.answer.upstreamMs }), upstreamMs: started.answer.upstreamMs };
   }
 
   private async *frames(
@@ -308,6 +383,12 @@ export class InferenceService {
     } catch (err) {
       if (caller.signal.aborted) {
         status = STATUS_CLIENT_CLOSED;
+      } else if (err instanceof GuardrailBlock || err instanceof StreamGuardError) {
+        // An output guardrail stopped the stream: what it held back is never sent.
+        status = 400;
+        const error = err instanceof GuardrailBlock ? { message: err.message, type: err.type, code: err.code, ...err.details } : { message: err.message, type: 'guardrail_block', code: 'guardrail_block' };
+        yield `data: ${JSON.stringify({ error })}\n\n`;
+        yield 'data: [DONE]\n\n';
       } else {
         status = err instanceof UpstreamError ? 502 : 500;
         const error = err instanceof UpstreamError ? { message: `Upstream stream failed: ${err.message}`, type: 'upstream_error', code: 'upstream_stream_failed' } : { message: 'Internal server error', type: 'server_error', code: 'internal_error' };

@@ -104,6 +104,9 @@ function checkHeaders(headers: Record<string, string> | undefined): void {
 }
 
 /** The model registry of each project, plus the built-in local models; cached for the request path. */
+/** Checks that the guardrails a model names exist and allow the stage they are named for (the guardrails area). */
+export type GuardrailCheck = (scope: ProjectScope, modelKey: string, guardrails: Partial<ModelGuardrails>) => Promise<void>;
+
 export class ModelService {
   private readonly cache = new Map<string, { models: Map<string, ResolvedModel>; until: number }>();
 
@@ -112,6 +115,7 @@ export class ModelService {
     private readonly secrets: SecretBox,
     private readonly bus: Bus,
     private readonly localModels: boolean,
+    private readonly checkGuardrails: GuardrailCheck,
   ) {}
 
   async start(): Promise<void> {
@@ -207,6 +211,7 @@ export class ModelService {
     if (capabilities.length === 0) throw ERRORS.validation('capabilities must name at least one of chat, embeddings, moderation, tts, stt');
     // Only fallbacks being set are checked: a stored one may name a model deleted since (calls skip it).
     if (input.fallbacks) await this.checkFallbacks(scope, model.key, input.fallbacks);
+    if (input.guardrails) await this.checkGuardrails(scope, model.key, { input: input.guardrails.input ?? model.guardrails.input, output: input.guardrails.output ?? model.guardrails.output });
     const fallbacks = input.fallbacks ?? model.fallbacks;
     const secrets: Secrets = {
       apiKey: p.apiKey === undefined ? stored.apiKey : (p.apiKey ?? undefined),
