@@ -1,5 +1,6 @@
 /**
- * `npm run bench`: every benchmark in bench/, one after the other (auth-overhead, inference, analytics, batches).
+ * `npm run bench`: every benchmark in bench/, one after the other (auth-overhead, inference, analytics, batches,
+ * guardrails).
  *
  *   npm run bench                                  # all, default options
  *   npm run bench -- --rounds 1 --no-pin           # all; options go to every benchmark (use the ones both know)
@@ -8,9 +9,10 @@
 import { analyticsBench } from './analytics.js';
 import { authOverhead } from './auth-overhead.js';
 import { batchesBench } from './batches.js';
+import { guardrailsBench } from './guardrails.js';
 import { inference } from './inference.js';
 
-const benchmarks: Record<string, (argv: string[]) => Promise<void>> = { 'auth-overhead': authOverhead, inference, analytics: analyticsBench, batches: batchesBench };
+const benchmarks: Record<string, (argv: string[]) => Promise<void>> = { 'auth-overhead': authOverhead, inference, analytics: analyticsBench, batches: batchesBench, guardrails: guardrailsBench };
 
 async function main(argv: string[]): Promise<void> {
   const [first, ...rest] = argv;
