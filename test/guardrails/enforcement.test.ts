@@ -102,6 +102,24 @@ describe.each(BACKENDS)('guardrails enforced on model calls on %s', (backend) =>
     expect(fake.requests).toHaveLength(0);
   });
 
+  it('a judge model failing on a model call follows failMode: closed blocks the call, open lets it through', async () => {
+    const judge = await registerFakeModel(t, fake, { capabilities: ['chat'] });
+    await guardrail(t, { key: 'rules-closed', type: 'custom_prompt', config: { rules: 'Be polite.' }, modelKey: judge });
+    await guardrail(t, { key: 'rules-open', type: 'custom_prompt', config: { rules: 'Be polite.' }, modelKey: judge, failMode: 'open' });
+    const closed = await model({ input: ['rules-closed'] });
+    fake.queue({ status: 500 });
+    const refused = await chat(closed, 'hello');
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json().error).toMatchObject({ guardrail_key: 'rules-closed', findings: [{ category: 'evaluation_error', block: true }] });
+    expect(fake.requests.map((r) => r.body.model)).toEqual(['gpt-upstream']);
+    const open = await model({ input: ['rules-open'] });
+    fake.queue({ status: 500 });
+    const passed = await chat(open, 'hello');
+    expect(passed.statusCode).toBe(200);
+    const categories = (value: unknown) => (typeof value === 'string' ? JSON.parse(value) : value);
+    expect((await evaluationRows(t, 'rules-open')).map((r) => [Number(r.passed), categories(r.categories)])).toEqual([[1, ['evaluation_error']]]);
+  });
+
   describe('streams', () => {
     it('an output redaction holds back text: an address split across chunks never reaches the client', async () => {
       const key = await model({ output: ['pii-redact'] });
