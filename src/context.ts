@@ -9,6 +9,7 @@ import { BatchService } from './areas/batches/service.js';
 import { BatchStore } from './areas/batches/store.js';
 import { BATCH_CHANGES_TOPIC, BatchWorker } from './areas/batches/worker.js';
 import { FileService } from './areas/files/service.js';
+import { GuardrailEvaluator } from './areas/guardrails/evaluator.js';
 import { GuardrailService } from './areas/guardrails/service.js';
 import { GuardrailStore } from './areas/guardrails/store.js';
 import { DatabaseBlobStorage } from './areas/files/storage/database.js';
@@ -61,6 +62,7 @@ export interface Context {
     batches: BatchService;
     files: FileService;
     guardrails: GuardrailService;
+    guardrailEvaluator: GuardrailEvaluator;
     inference: InferenceService;
     limits: LimitService;
     models: ModelService;
@@ -117,14 +119,17 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const usage = new UsageService(new UsageStore(db, database.dialect, database.transaction), log);
     const limits = new LimitService(counters, usage);
     // Models and guardrails name each other: the registry asks the guardrails area (built next) about the keys.
-    const models: ModelService = new ModelService(new ModelStore(db, database.dialect), secrets, bus, config.localModels, (scope, key, attached) =>
-      guardrails.checkModelGuardrails(scope, key, attached),
-    );
+    const models: ModelService = new ModelService(new ModelStore(db, database.dialect), secrets, bus, config.localModels, {
+      checkAttached: (scope, key, attached) => guardrails.checkModelGuardrails(scope, key, attached),
+      checkJudgeChange: (scope, key, capabilities) => guardrails.checkJudgeChange(scope, key, capabilities),
+    });
     await models.start();
-    const guardrails: GuardrailService = new GuardrailService(new GuardrailStore(db, database.dialect), models, bus, log);
+    const guardrailStore = new GuardrailStore(db, database.dialect);
+    const guardrails: GuardrailService = new GuardrailService(guardrailStore, models, bus, log);
     await guardrails.start();
+    const guardrailEvaluator = new GuardrailEvaluator(guardrails, models, guardrailStore, log);
     const upstream = new UpstreamClient(config.upstream);
-    const inference = new InferenceService(models, createProviders(upstream), limits, projects, usage, guardrails, log);
+    const inference = new InferenceService(models, createProviders(upstream), limits, projects, usage, guardrails, guardrailEvaluator, log);
     const analytics = new AnalyticsService(new AnalyticsStore(db, database.dialect), usage, tokens, users);
     const files = new FileService(
       new FileStore(db, database.dialect, database.transaction),
@@ -162,7 +167,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
       health,
       bootstrap,
       batchWorker,
-      services: { analytics, audit, auth, batches, files, guardrails, inference, limits, models, projects, tenants, tokens, usage, users },
+      services: { analytics, audit, auth, batches, files, guardrails, guardrailEvaluator, inference, limits, models, projects, tenants, tokens, usage, users },
       async startWorkers() {
         await batchWorker?.start();
       },
@@ -170,7 +175,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
         // Workers first: running items finish (or are handed back) while the database is still open.
         await batchWorker?.stop();
         files.close();
-        await guardrails.close();
+        await guardrailEvaluator.close();
         await usage.close();
         await audit.close();
         await upstream.close();

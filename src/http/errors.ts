@@ -78,5 +78,15 @@ export const ERRORS = {
   upstreamFailed: (message: string) => new AppError(502, 'server_error', message, 'upstream_error'),
   upstreamTimeout: (message: string) => new AppError(504, 'server_error', message, 'upstream_timeout'),
   clientClosed: () => new AppError(499, 'invalid_request_error', 'The client closed the request', 'client_closed'),
+  /** Interface 4.9: a guardrail with action block stopped the input or the output of a model call. */
+  guardrailBlock: (guardrailKey: string, stage: 'input' | 'output', findings: { category: string; message: string; block: boolean }[]) =>
+    new AppError(400, 'guardrail_block', `The ${stage} was blocked by guardrail "${guardrailKey}" (${[...new Set(findings.filter((f) => f.block).map((f) => f.category))].join(', ')})`, 'guardrail_block', {}, {
+      guardrail_key: guardrailKey,
+      action: 'block',
+      findings,
+    }),
+  /** A model names a guardrail that is gone: the call is refused rather than run unchecked. */
+  guardrailMissing: (modelKey: string, guardrailKey: string) =>
+    new AppError(400, 'invalid_request_error', `Model "${modelKey}" names guardrail "${guardrailKey}", which does not exist in this project`, 'guardrail_missing'),
   internal: () => new AppError(500, 'server_error', 'Internal server error', 'internal_error'),
 };

@@ -27,6 +27,6 @@ export function judgeAnswer(content: string): Record<string, unknown> {
 
 /** Evaluation rows of a guardrail, flushed first. */
 export async function evaluationRows(t: TestApp, key: string) {
-  await t.ctx.services.guardrails.flush();
+  await t.ctx.services.guardrailEvaluator.flush();
   return t.ctx.database.db.selectFrom('guardrail_evaluations').selectAll().where('guardrail_key', '=', key).orderBy('created_at').orderBy('id').execute();
 }

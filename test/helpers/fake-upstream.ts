@@ -29,6 +29,8 @@ export interface Behaviour {
   headers?: Record<string, string>;
   /** Streaming: the content pieces (default: the words of `reply`). */
   pieces?: string[];
+  /** Streaming: choice deltas sent as they are (tool calls, refusals), instead of `pieces`. */
+  deltas?: Record<string, unknown>[];
   /** Streaming: send no usage chunk even when asked for. */
   omitUsage?: boolean;
   /** Streaming: after this many content events, send garbage and close the socket. */
@@ -168,7 +170,8 @@ const openAiHandlers: Record<string, Handler> = {
     const chunk = (delta: unknown, finish: string | null = null) =>
       `data: ${JSON.stringify({ id: 'chatcmpl-fake', object: 'chat.completion.chunk', created: 1_700_000_000, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
     const pieces = piecesOf(behaviour);
-    const events = [chunk({ role: 'assistant', content: '' }), ...pieces.map((p) => chunk({ content: p })), chunk({}, 'stop')];
+    const deltas = behaviour.deltas ?? pieces.map((p) => ({ content: p }));
+    const events = [chunk({ role: 'assistant', content: '' }), ...deltas.map((d) => chunk(d)), chunk({}, 'stop')];
     const wantsUsage = (req.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
     if (wantsUsage && !behaviour.omitUsage) {
       events.push(`data: ${JSON.stringify({ id: 'chatcmpl-fake', object: 'chat.completion.chunk', created: 1_700_000_000, model, choices: [], usage })}\n\n`);

@@ -15,6 +15,11 @@ describe.each(BACKENDS)('model registry CRUD on %s', (backend) => {
   beforeAll(async () => {
     t = await createTestApp({ backend });
     fake = await startFakeOpenAi();
+    // Models may only name guardrails that exist, for a stage their target allows.
+    for (const [key, type, target] of [['pii', 'pii', 'input'], ['toxicity', 'moderation', 'output'], ['a', 'pii', 'input'], ['b', 'pii', 'output'], ['c', 'pii', 'input']]) {
+      const res = await call(t.app, t.adminSession, { method: 'POST', url: '/api/guardrails', payload: { key, type, target } });
+      expect(res.statusCode, res.body).toBe(201);
+    }
   });
   afterAll(async () => {
     await fake?.close();

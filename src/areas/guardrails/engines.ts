@@ -3,7 +3,8 @@ import { classifyContent, MODERATION_CATEGORIES } from './moderation.js';
 import { PII_CATEGORIES, redactPii, scanPii, type PiiCategory } from './pii.js';
 import { detectInjection, fenceUntrusted } from './prompt-shield.js';
 import type { GuardrailRecord } from './store.js';
-import type { Finding } from './types.js';
+import { normalizeText, normalizeWithOffsets } from './normalize.js';
+import type { Finding, Span } from './types.js';
 
 /** Model calls a guardrail makes: metered like any call, on the caller's budget, without guardrails of their own. */
 export interface Judge {
@@ -30,19 +31,55 @@ function plural(count: number, word: string): string {
   return `${count} ${word}${count === 1 ? '' : 's'}`;
 }
 
-/** PII (issue 5 part 2): every finding is a finding; the redaction is offered whatever the action. */
-function runPii(guardrail: GuardrailRecord, text: string): EngineOutcome {
-  const categories = (guardrail.config.categories as PiiCategory[] | undefined) ?? PII_CATEGORIES;
-  const spans = scanPii(text, new Set(categories));
+/**
+ * PII spans of a text, found in its normalised form and mapped back onto the text itself, so that redaction
+ * replaces the findings and leaves every other character as it was.
+ */
+export function piiSpans(text: string, categories?: ReadonlySet<PiiCategory>): Span[] {
+  const normal = normalizeWithOffsets(text);
+  return scanPii(normal.text, categories).map((span) => {
+    const [start, end] = normal.toOriginal(span.start, span.end);
+    return { category: span.category, start, end };
+  });
+}
+
+/**
+ * PII (issue 5 part 2) over several texts at once (the messages of a request): findings counted across them, and
+ * each text redacted on its own (a text without findings stays as it was). Every finding blocks.
+ */
+export function runPiiTexts(guardrail: GuardrailRecord, texts: string[]): { findings: Finding[]; redacted: string[] } {
+  const categories = new Set((guardrail.config.categories as PiiCategory[] | undefined) ?? PII_CATEGORIES);
   const counts = new Map<string, number>();
-  for (const span of spans) counts.set(span.category, (counts.get(span.category) ?? 0) + 1);
+  const redacted = texts.map((text) => {
+    const spans = piiSpans(text, categories);
+    for (const span of spans) counts.set(span.category, (counts.get(span.category) ?? 0) + 1);
+    return spans.length > 0 ? redactPii(text, spans) : text;
+  });
   const findings = [...counts].map(([category, count]) => ({ category, message: `Found ${plural(count, category.replace(/_/g, ' '))}`, block: true }));
-  return { findings, redactedText: spans.length > 0 ? redactPii(text, spans) : text };
+  return { findings, redacted };
+}
+
+function runPii(guardrail: GuardrailRecord, text: string): EngineOutcome {
+  const { findings, redacted } = runPiiTexts(guardrail, [text]);
+  return { findings, redactedText: redacted[0] };
+}
+
+/** The start of a text for a record: at most `length` characters with every PII finding redacted, never a raw value. */
+export function maskedPreview(text: string, length: number): string {
+  // Scanned a little past the cut, to the end of the token there, so that a value cut in two is still recognised.
+  let end = Math.min(text.length, length * 2);
+  while (end < text.length && end < length * 2 + 2048 && !/\s/.test(text[end]!)) end++;
+  const start = text.slice(0, end);
+  const masked = redactPii(start, piiSpans(start));
+  if (masked.length <= length) return masked;
+  // Never end inside a token that might be part of a value the scan saw whole.
+  const cut = masked.lastIndexOf(' ', length);
+  return masked.slice(0, cut > 0 ? cut : length);
 }
 
 function runBuiltinModeration(guardrail: GuardrailRecord, text: string): EngineOutcome {
   const { categories, extraCategories, threshold } = guardrail.config as Parameters<typeof classifyContent>[1] & object;
-  const flagged = classifyContent(text, { categories, extraCategories, threshold });
+  const flagged = classifyContent(normalizeText(text), { categories, extraCategories, threshold });
   return { findings: flagged.map((c) => ({ category: c.category, message: `Content flagged as ${c.category} (score ${c.score.toFixed(2)})`, block: true })) };
 }
 
@@ -120,7 +157,7 @@ async function runModelModeration(guardrail: GuardrailRecord, text: string, judg
 
 async function runPromptShield(guardrail: GuardrailRecord, text: string, judge: Judge): Promise<EngineOutcome> {
   const sensitivity = (guardrail.config.sensitivity as 'low' | 'balanced' | 'high' | undefined) ?? 'balanced';
-  const detected = detectInjection(text, sensitivity);
+  const detected = detectInjection(normalizeText(text), sensitivity);
   const findings: Finding[] = [];
   if (detected.flagged) {
     const signals = [...new Set(detected.signals.filter((s) => s.weight > 0).map((s) => s.name))].join(', ');
@@ -165,8 +202,9 @@ async function runCustomPrompt(guardrail: GuardrailRecord, text: string, judge: 
 }
 
 /**
- * Runs one guardrail over one normalised text. Judge model failures come out as EvaluationError, for failMode to
- * decide; `judgeCapabilities` are those of the guardrail's model (moderation picks the endpoint by them).
+ * Runs one guardrail over one text (each engine normalises it: NFKC, invisible characters out). Judge model failures
+ * come out as EvaluationError, for failMode to decide; `judgeCapabilities` are those of the guardrail's model
+ * (moderation picks the endpoint by them). Judge models get the text as it was written.
  */
 export async function runGuardrail(guardrail: GuardrailRecord, text: string, judge: Judge, judgeCapabilities: readonly string[]): Promise<EngineOutcome> {
   switch (guardrail.type) {

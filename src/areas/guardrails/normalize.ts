@@ -13,3 +13,45 @@ const INVISIBLE = /[\u200B-\u200D\u2060-\u2064\uFEFF\u00AD\u180E]/g;
 export function normalizeText(text: string): string {
   return text.normalize('NFKC').replace(INVISIBLE, '');
 }
+
+/** The normalised text of normalizeWithOffsets, with where each of its characters came from in the original. */
+export interface OffsetText {
+  text: string;
+  /** Maps a span of `text` to the span of the original it was made from. */
+  toOriginal(start: number, end: number): [number, number];
+}
+
+/** Anything but printable ASCII and line breaks: text without it is its own normal form. */
+const NOT_PLAIN = /[^\x20-\x7e\t\n\r]/;
+const INVISIBLE_CHAR = /^[\u200B-\u200D\u2060-\u2064\uFEFF\u00AD\u180E]$/;
+
+/**
+ * normalizeText, code point by code point, keeping track of offsets, so that what detectors find in the normalised
+ * text can be replaced in the original: redaction changes the findings and nothing else. ASCII text (most text) is
+ * its own normal form and maps one to one. Unlike normalizeText, combining sequences are not composed across code
+ * points, which only matters for text no detector looks at.
+ */
+export function normalizeWithOffsets(original: string): OffsetText {
+  if (!NOT_PLAIN.test(original)) return { text: original, toOriginal: (start, end) => [start, end] };
+  const starts: number[] = [];
+  const ends: number[] = [];
+  let text = '';
+  for (let i = 0; i < original.length; ) {
+    const code = original.codePointAt(i)!;
+    const width = code > 0xffff ? 2 : 1;
+    const piece = original.slice(i, i + width);
+    const normal = code < 0x80 ? piece : piece.normalize('NFKC');
+    if (!INVISIBLE_CHAR.test(normal)) {
+      text += normal;
+      for (let k = 0; k < normal.length; k++) {
+        starts.push(i);
+        ends.push(i + width);
+      }
+    }
+    i += width;
+  }
+  return {
+    text,
+    toOriginal: (start, end) => (end <= start ? [starts[start] ?? original.length, starts[start] ?? original.length] : [starts[start]!, ends[end - 1]!]),
+  };
+}

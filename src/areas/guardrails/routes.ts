@@ -19,7 +19,7 @@ import { guardrailView } from './service.js';
 
 /** Guardrail configuration (dashboard API, project-scoped). */
 export async function guardrailRoutes(app: FastifyInstance, { ctx }: { ctx: Context }): Promise<void> {
-  const { guardrails } = ctx.services;
+  const { guardrails, guardrailEvaluator } = ctx.services;
   requireSession(app, ctx.services.auth);
 
   app.get('/api/guardrails', { schema: listGuardrailsSchema }, async (request) => ({
@@ -44,7 +44,7 @@ export async function guardrailRoutes(app: FastifyInstance, { ctx }: { ctx: Cont
   });
 
   app.get<{ Params: { key: string }; Querystring: { limit?: number } }>('/api/guardrails/:key/evaluations', { schema: evaluationsSchema }, async (request) => {
-    const found = await guardrails.evaluations(projectScope(request), request.params.key, pageSize(request.query.limit, 50, 500));
+    const found = await guardrailEvaluator.evaluations(projectScope(request), request.params.key, pageSize(request.query.limit, 50, 500));
     return {
       stats: { since: new Date(found.since).toISOString(), evaluations: found.evaluations, failed: found.failed, failRate: found.failRate },
       evaluations: found.recent.map((e) => ({
@@ -65,13 +65,13 @@ export async function guardrailRoutes(app: FastifyInstance, { ctx }: { ctx: Cont
 
 /** POST /guardrails/evaluate (client API, interface 4.9). */
 export async function guardrailEvaluateRoutes(app: FastifyInstance, { ctx }: { ctx: Context }): Promise<void> {
-  const { guardrails, inference } = ctx.services;
+  const { guardrailEvaluator, inference } = ctx.services;
   requireApiToken(app, ctx.services.tokens);
 
   app.post<{ Body: Static<typeof EvaluateBody> }>('/api/client/v1/guardrails/evaluate', { schema: evaluateSchema, config: { audited: false } }, async (request, reply) => {
     const caller = { ...callerOf(request, reply), service: 'guardrails' };
     const context = { scope: caller.scope, requestId: caller.requestId, stage: 'evaluate' as const, model: null, judge: inference.judge(caller) };
-    const { guardrail, result } = await guardrails.evaluateByKey(context, request.body.guardrail_key, request.body.text);
+    const { guardrail, result } = await guardrailEvaluator.evaluateByKey(context, request.body.guardrail_key, request.body.text);
     return {
       passed: result.passed,
       guardrail_key: guardrail.key,

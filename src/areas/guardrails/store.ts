@@ -118,9 +118,9 @@ export class GuardrailStore {
     await this.db.insertInto('guardrails').values(this.row(record)).execute();
   }
 
-  async update(record: GuardrailRecord): Promise<void> {
+  async update(scope: ProjectScope, record: GuardrailRecord): Promise<void> {
     const { id: _id, tenant_id: _tenant, project_id: _project, key: _key, created_at: _created, ...changes } = this.row(record);
-    await this.db.updateTable('guardrails').set(changes).where('id', '=', record.id).execute();
+    await this.db.updateTable('guardrails').set(changes).where('tenant_id', '=', scope.tenantId).where('project_id', '=', scope.projectId).where('id', '=', record.id).execute();
   }
 
   async find(scope: ProjectScope, key: string): Promise<GuardrailRecord | null> {

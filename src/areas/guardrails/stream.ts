@@ -1,104 +1,150 @@
+import { ERRORS } from '../../http/errors.js';
 import type { ChatChunk, JsonObject } from '../../providers/types.js';
+import type { Enforced } from './evaluator.js';
 
 /**
- * Output guardrails on a stream see text before the client does. Each choice's text is held back by this many
- * characters and released only once the checks passed with that much text after it, so a finding that needs
- * following context (the end of an email address, the rest of a card number) is caught before its start is sent.
+ * Output guardrails on a stream see text before the client does. Each choice's content is held back by this many
+ * characters, and never cut inside a word still arriving, and released only once the checks passed with that much
+ * text after it: a finding that needs following context (the end of an email address, the rest of a card number)
+ * is caught before its start is sent.
  */
 export const STREAM_HOLD_BACK_CHARS = 512;
-/** Checks run again once this much new text has arrived (not on every token). */
+/** Checks run again once this much new text, or a quarter of what was checked, has arrived: linear, not quadratic. */
 const STREAM_CHECK_EVERY_CHARS = 256;
 
 /**
- * Checks texts (one per choice) and returns what may be sent: the same texts, or redacted ones. Throws to stop the
- * stream (a block). `final` is the check of the whole answer, once the upstream has finished.
+ * How a stream is guarded: `window` releases content as it is checked; `whole` (a guardrail asks a model) releases
+ * nothing before the final check; `observe` (every guardrail only flags) holds nothing and checks at the end.
  */
-export type StreamCheck = (texts: string[], final: boolean) => Promise<string[]>;
+export type StreamGuardMode = 'window' | 'whole' | 'observe';
+
+/** Checks the texts (content, refusals, reasoning and tool arguments of every choice); throws to stop the stream. */
+export type StreamCheck = (texts: string[], final: boolean) => Promise<Enforced>;
+
+type Delta = { content?: unknown; refusal?: unknown; reasoning_content?: unknown; tool_calls?: { index?: unknown; id?: unknown; type?: unknown; function?: { name?: unknown; arguments?: unknown } }[] };
+type Choice = { index?: unknown; delta?: Delta; finish_reason?: unknown; logprobs?: unknown };
+
+/** Text that arrives piece by piece: a choice's content (released as checked), or text held to the end. */
+interface Channel {
+  text: string;
+  /** Content only: characters of the checked text sent, and what they were. */
+  sent: number;
+  sentText: string;
+}
 
 interface ChoiceState {
-  text: string;
-  /** Characters of the checked (perhaps redacted) text already sent. */
-  sent: number;
-  /** What was sent, to tell whether a later check rewrote it (a finding reaching back past the hold-back). */
-  sentText: string;
-  checkedUpTo: number;
+  content: Channel;
+  refusal: Channel;
+  reasoning: Channel;
+  tools: Map<number, Channel & { id?: unknown; type?: unknown; name?: unknown }>;
 }
 
-/** A stream that leaked text a later check would change: stopped rather than sent inconsistent. */
-export class StreamGuardError extends Error {}
+const channel = (): Channel => ({ text: '', sent: 0, sentText: '' });
 
-function contentOf(chunk: ChatChunk): { index: number; content: string }[] {
-  const choices = chunk.data.choices as { index?: unknown; delta?: { content?: unknown } }[] | undefined;
-  if (!Array.isArray(choices)) return [];
-  return choices.flatMap((c) => (typeof c?.delta?.content === 'string' ? [{ index: typeof c.index === 'number' ? c.index : 0, content: c.delta.content }] : []));
+function choicesOf(chunk: ChatChunk): Choice[] {
+  const choices = chunk.data.choices as Choice[] | undefined;
+  return Array.isArray(choices) ? choices : [];
 }
 
-/** A chunk with only this content delta for one choice, in the upstream's own id, model and timestamps. */
-function contentChunk(template: JsonObject, index: number, content: string): ChatChunk {
-  return { data: { id: template.id, object: 'chat.completion.chunk', created: template.created, model: template.model, choices: [{ index, delta: { content }, finish_reason: null }] } };
-}
-
-/** The chunk without its content deltas (role, finish reason, tool calls and usage stay), or null when nothing is left. */
-function withoutContent(chunk: ChatChunk): ChatChunk | null {
-  const choices = chunk.data.choices as { delta?: Record<string, unknown>; finish_reason?: unknown }[] | undefined;
-  if (!Array.isArray(choices) || choices.length === 0) return chunk;
-  const rest = choices
-    .map((choice) => {
-      if (!choice?.delta || typeof choice.delta.content !== 'string') return choice;
-      const { content: _content, ...delta } = choice.delta;
-      return { ...choice, delta };
-    })
-    .filter((choice) => choice?.finish_reason != null || Object.keys(choice?.delta ?? {}).length > 0);
-  return rest.length === 0 ? null : { data: { ...chunk.data, choices: rest } };
+/** A chunk of this choice delta only, in the upstream's own id, model and timestamps. */
+function chunkOf(template: JsonObject, index: number, delta: Record<string, unknown>): ChatChunk {
+  return { data: { id: template.id, object: 'chat.completion.chunk', created: template.created, model: template.model, choices: [{ index, delta, finish_reason: null }] } };
 }
 
 /**
- * Passes a chat stream through output guardrails: content is held back (STREAM_HOLD_BACK_CHARS per choice) and
- * released, redacted where a guardrail redacts, once checked; roles and tool calls pass at once, finish reasons and
- * usage wait for the final check. `holdAll` (a guardrail asks a model): no content before the final check.
+ * Passes a chat stream through output guardrails. Content is held back and released as it is checked, redacted
+ * where a guardrail redacts; refusals, reasoning and tool call arguments are held to the end and checked with it;
+ * roles go at once; finish reasons and usage come last. Logprobs are dropped (they repeat the text token by token).
  */
-export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: StreamCheck, holdAll: boolean): AsyncGenerator<ChatChunk> {
+export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: StreamCheck, mode: StreamGuardMode): AsyncGenerator<ChatChunk> {
   const choices = new Map<number, ChoiceState>();
   const closing: ChatChunk[] = [];
   let template: JsonObject = {};
+  let checkedUpTo = 0;
+
+  const stateOf = (index: number): ChoiceState => {
+    let state = choices.get(index);
+    if (!state) choices.set(index, (state = { content: channel(), refusal: channel(), reasoning: channel(), tools: new Map() }));
+    return state;
+  };
+  /** Every text, in a fixed order: content, refusal, reasoning, then tool arguments, choice by choice. */
+  const channels = (): Channel[] => [...choices.keys()].sort((a, b) => a - b).flatMap((i) => {
+    const s = choices.get(i)!;
+    return [s.content, s.refusal, s.reasoning, ...[...s.tools.keys()].sort((a, b) => a - b).map((k) => s.tools.get(k)!)];
+  });
+  const contentLength = () => [...choices.values()].reduce((n, s) => n + s.content.text.length, 0);
 
   const release = async function* (final: boolean): AsyncGenerator<ChatChunk> {
-    const indexes = [...choices.keys()].sort((a, b) => a - b);
-    const checked = await check(indexes.map((i) => choices.get(i)!.text), final);
-    for (const [n, index] of indexes.entries()) {
-      const state = choices.get(index)!;
-      const text = checked[n] ?? state.text;
-      if (!text.startsWith(state.sentText)) throw new StreamGuardError('A guardrail finding reaches back into text already sent; the stream was stopped');
-      const until = final ? text.length : Math.max(state.sent, text.length - STREAM_HOLD_BACK_CHARS);
-      if (until > state.sent) {
-        const piece = text.slice(state.sent, until);
-        state.sent = until;
-        state.sentText += piece;
-        yield contentChunk(template, index, piece);
+    const all = channels();
+    const { texts, redactedBy } = await check(all.map((c) => c.text), final);
+    checkedUpTo = contentLength();
+    for (const [index, state] of [...choices].sort(([a], [b]) => a - b)) {
+      const content = state.content;
+      const text = texts[all.indexOf(content)] ?? content.text;
+      // A finding reaching back into text already sent (longer than the hold-back): stop rather than send it changed.
+      if (!text.startsWith(content.sentText)) throw ERRORS.guardrailBlock(redactedBy?.guardrailKey ?? 'output', 'output', redactedBy?.findings ?? []);
+      let until = text.length;
+      if (!final) {
+        const trailingRun = text.length - (text.match(/\S*$/)?.[0].length ?? 0);
+        until = Math.max(content.sent, Math.min(text.length - STREAM_HOLD_BACK_CHARS, trailingRun));
       }
-      state.checkedUpTo = state.text.length;
+      if (until > content.sent) {
+        const piece = text.slice(content.sent, until);
+        content.sent = until;
+        content.sentText += piece;
+        yield chunkOf(template, index, { content: piece });
+      }
+      if (!final) continue;
+      const delta: Record<string, unknown> = {};
+      if (state.refusal.text) delta.refusal = texts[all.indexOf(state.refusal)];
+      if (state.reasoning.text) delta.reasoning_content = texts[all.indexOf(state.reasoning)];
+      if (state.tools.size > 0) {
+        delta.tool_calls = [...state.tools].map(([k, tool]) => ({ index: k, id: tool.id, type: tool.type ?? 'function', function: { name: tool.name, arguments: texts[all.indexOf(tool)] } }));
+      }
+      if (Object.keys(delta).length > 0) yield chunkOf(template, index, delta);
     }
   };
 
   for await (const chunk of chunks) {
     template = chunk.data;
-    const pieces = contentOf(chunk);
-    for (const { index, content } of pieces) {
-      const state = choices.get(index) ?? { text: '', sent: 0, sentText: '', checkedUpTo: 0 };
-      state.text += content;
-      choices.set(index, state);
+    const rest: Choice[] = [];
+    for (const choice of choicesOf(chunk)) {
+      const index = typeof choice.index === 'number' ? choice.index : 0;
+      const state = stateOf(index);
+      const { content, refusal, reasoning_content: reasoning, tool_calls: tools, ...other } = choice.delta ?? {};
+      if (typeof content === 'string') state.content.text += content;
+      if (typeof refusal === 'string') state.refusal.text += refusal;
+      if (typeof reasoning === 'string') state.reasoning.text += reasoning;
+      for (const tool of Array.isArray(tools) ? tools : []) {
+        const k = typeof tool.index === 'number' ? tool.index : 0;
+        const held = state.tools.get(k) ?? { ...channel() };
+        held.id ??= tool.id;
+        held.type ??= tool.type;
+        held.name ??= tool.function?.name;
+        if (typeof tool.function?.arguments === 'string') held.text += tool.function.arguments;
+        state.tools.set(k, held);
+      }
+      const { logprobs: _logprobs, delta: _delta, ...kept } = choice;
+      if (Object.keys(other).length > 0 || choice.finish_reason != null) rest.push({ ...kept, delta: other });
     }
-    const rest = pieces.length > 0 ? withoutContent(chunk) : chunk;
-    if (rest) {
-      // Finish reasons and the usage chunk (no choices) go after the last content; roles and tool calls at once.
-      const choicesOf = rest.data.choices as { finish_reason?: unknown }[] | undefined;
-      const finishing = !Array.isArray(choicesOf) || choicesOf.length === 0 || choicesOf.some((c) => c?.finish_reason != null);
-      if (finishing) closing.push(rest);
-      else yield rest;
+    if (mode === 'observe') {
+      // Flagging changes nothing: the client gets the stream as it comes, and the final check records it.
+      yield chunk;
+      continue;
     }
-    const due = [...choices.values()].some((s) => s.text.length - s.checkedUpTo >= STREAM_CHECK_EVERY_CHARS && s.text.length - s.sent > STREAM_HOLD_BACK_CHARS);
-    if (!holdAll && due) yield* release(false);
+    const finishing = !Array.isArray(chunk.data.choices) || chunk.data.choices.length === 0 || rest.some((c) => c.finish_reason != null);
+    // Roles go at once; finish reasons and the usage chunk (no choices) after the last checked text.
+    if (rest.length > 0 || finishing) {
+      const kept = { data: { ...chunk.data, choices: rest } };
+      if (finishing) closing.push(Array.isArray(chunk.data.choices) && chunk.data.choices.length === 0 ? chunk : kept);
+      else yield kept;
+    }
+    const grown = contentLength() - checkedUpTo;
+    if (mode === 'window' && grown >= Math.max(STREAM_CHECK_EVERY_CHARS, checkedUpTo / 4) && [...choices.values()].some((s) => s.content.text.length - s.content.sent > STREAM_HOLD_BACK_CHARS)) {
+      yield* release(false);
+    }
   }
-  yield* release(true);
+  if (mode === 'observe') await check(channels().map((c) => c.text), true);
+  else yield* release(true);
   yield* closing;
 }

@@ -9,9 +9,10 @@ import { UpstreamError } from '../../providers/errors.js';
 import { estimateChatInput, estimateEmbeddingInput, estimateTokens } from '../../providers/tokens.js';
 import type { Capability, ChatChunk, JsonObject, JsonResult, Provider, ProviderType, Usage } from '../../providers/types.js';
 import type { Judge } from '../guardrails/engines.js';
-import { GuardrailBlock, usesJudge, type EvaluationContext, type GuardrailService } from '../guardrails/service.js';
+import type { EvaluationContext, GuardrailEvaluator } from '../guardrails/evaluator.js';
+import { usesJudge, type GuardrailService } from '../guardrails/service.js';
 import type { GuardrailRecord } from '../guardrails/store.js';
-import { guardStream, StreamGuardError } from '../guardrails/stream.js';
+import { guardStream, type StreamGuardMode } from '../guardrails/stream.js';
 import type { Budget, Estimate, LimitService, LimitSubject, RateLimit, Reservation } from '../limits/service.js';
 import type { ResolvedModel, ModelService } from '../models/service.js';
 import type { Pricing } from '../models/store.js';
@@ -125,12 +126,14 @@ export class InferenceService {
     private readonly projects: ProjectService,
     private readonly usage: UsageService,
     private readonly guardrails: GuardrailService,
+    private readonly evaluator: GuardrailEvaluator,
     private readonly log: Logger,
   ) {}
 
   /**
-   * Model calls for guardrails that ask a model: metered under service `guardrails` on the caller's budget, and
-   * never guarded themselves (a judge's guardrails would judge the judge).
+   * Model calls for guardrails that ask a model: metered under service `guardrails`, never guarded themselves (a
+   * judge's guardrails would judge the judge). They are part of a call the caller's limits already admitted, so they
+   * are not admitted again (an output judge would find the budget taken by its own call); what they use is charged.
    */
   judge(caller: Caller): Judge {
     const judgeCaller: Caller = { ...caller, service: 'guardrails' };
@@ -138,12 +141,12 @@ export class InferenceService {
     return {
       chat: async (modelKey, body) => {
         const request = { ...body, model: modelKey };
-        const call = { capability: 'chat' as const, service: 'guardrails', endpoint: '/chat/completions', estimateInput: once(() => estimateChatInput(request)), desiredOutput: JUDGE_OUTPUT_TOKENS };
+        const call = { capability: 'chat' as const, service: 'guardrails', endpoint: '/chat/completions', estimateInput: once(() => estimateChatInput(request)), desiredOutput: JUDGE_OUTPUT_TOKENS, charged: true };
         return (await this.jsonCall(judgeCaller, request, call, null, (provider, model, upstreamBody) => provider.chat(model.target, upstreamBody, options))).body;
       },
       moderate: async (modelKey, input) => {
         const request = { model: modelKey, input };
-        const call = { capability: 'moderation' as const, service: 'guardrails', endpoint: '/moderations', estimateInput: once(() => estimateEmbeddingInput(input)), desiredOutput: 0 };
+        const call = { capability: 'moderation' as const, service: 'guardrails', endpoint: '/moderations', estimateInput: once(() => estimateEmbeddingInput(input)), desiredOutput: 0, charged: true };
         return (await this.jsonCall(judgeCaller, request, call, null, (provider, model, upstreamBody) => provider.moderations(model.target, upstreamBody, options))).body;
       },
     };
@@ -153,11 +156,11 @@ export class InferenceService {
     return { scope: caller.scope, requestId: caller.requestId, stage, model: model.record.key, judge: this.judge(caller) };
   }
 
-  /** Input guardrails of the model over the request's texts: the body to send (redacted), or a GuardrailBlock. */
+  /** Input guardrails of the model over the request's texts: the body to send (redacted), or a guardrail_block error. */
   private async guardInput(caller: Caller, model: ResolvedModel, guardrails: GuardrailRecord[], body: JsonObject, slots: (body: JsonObject) => TextSlots): Promise<JsonObject> {
     if (guardrails.length === 0) return body;
     const texts = slots(body);
-    return texts.write(await this.guardrails.enforce(this.evaluationContext(caller, model, 'input'), guardrails, texts.texts));
+    return texts.write((await this.evaluator.enforce(this.evaluationContext(caller, model, 'input'), guardrails, texts.texts)).texts);
   }
 
   /** The model and its fallbacks that offer the capability, in the order to try them. */
@@ -246,10 +249,13 @@ export class InferenceService {
     });
   }
 
-  private async settle(reservation: Reservation | null, model: ResolvedModel, usage: Usage | null): Promise<void> {
+  /** Replaces the reservation with the real usage; `chargeTo`: a call made without one (a judge's) adds its usage. */
+  private async settle(reservation: Reservation | null, model: ResolvedModel, usage: Usage | null, chargeTo: Caller | null = null): Promise<void> {
     const input = usage?.inputTokens ?? 0;
     const output = usage?.outputTokens ?? 0;
-    await this.limits.settle(reservation, { tokens: input + output, cost: costOf(model.record.pricing, input, output) }).catch((err: unknown) => {
+    const amounts = { tokens: input + output, cost: costOf(model.record.pricing, input, output) };
+    const done = chargeTo ? this.subjects(chargeTo).then((subjects) => this.limits.charge(subjects, amounts)) : this.limits.settle(reservation, amounts);
+    await done.catch((err: unknown) => {
       this.log.error({ err }, 'settling a budget reservation failed; the estimate stays counted');
     });
   }
@@ -261,20 +267,21 @@ export class InferenceService {
   private async jsonCall(
     caller: Caller,
     body: JsonObject,
-    options: { capability: Capability; service: string; endpoint: string; estimateInput: () => number; desiredOutput: number },
+    options: { capability: Capability; service: string; endpoint: string; estimateInput: () => number; desiredOutput: number; charged?: boolean },
     guarded: GuardedTexts | null,
     run: (provider: Provider, model: ResolvedModel, body: JsonObject) => Promise<JsonResult>,
   ): Promise<JsonAnswer> {
     const candidates = await this.candidates(caller.scope, body.model, options.capability);
     const primary = candidates[0]!;
     const guards = guarded ? await this.guardrails.forModel(caller.scope, primary.record) : NO_GUARDS;
-    const sent = guarded ? await this.guardInput(caller, primary, guards.input, body, guarded.input) : body;
-    const reservation = await this.admit(caller, primary, options.estimateInput, options.desiredOutput);
-    const upstreamBody = capped(sent, reservation);
+    // Admission first: a caller over its limits gets its 429 before any guardrail (or judge model) runs.
+    const reservation = options.charged ? null : await this.admit(caller, primary, options.estimateInput, options.desiredOutput);
     let model = primary;
     let usage: Usage | null = null;
     let upstreamMs = 0;
     try {
+      const sent = guarded ? await this.guardInput(caller, primary, guards.input, body, guarded.input) : body;
+      const upstreamBody = capped(sent, reservation);
       const first = await this.firstAnswer(candidates, (m) => run(this.providers[m.record.provider.type], m, upstreamBody));
       ({ model } = first);
       upstreamMs = first.answer.upstreamMs;
@@ -282,15 +289,15 @@ export class InferenceService {
       let answer: JsonObject = first.answer.body;
       if (guarded?.output && guards.output.length > 0) {
         const texts = guarded.output(answer);
-        answer = texts.write(await this.guardrails.enforce(this.evaluationContext(caller, primary, 'output'), guards.output, texts.texts));
+        answer = texts.write((await this.evaluator.enforce(this.evaluationContext(caller, primary, 'output'), guards.output, texts.texts)).texts);
       }
-      await this.settle(reservation, model, usage);
+      await this.settle(reservation, model, usage, options.charged ? caller : null);
       this.meter(caller, model, options.endpoint, options.service, usage, 200, upstreamMs, false);
       // The upstream's own bytes, unless a guardrail changed the answer.
       return { body: answer, raw: answer === first.answer.body ? first.answer.raw : undefined, usage, upstreamMs };
     } catch (err) {
       // An answer refused by an output guardrail was still made and is billed.
-      await this.settle(reservation, model, usage);
+      await this.settle(reservation, model, usage, options.charged ? caller : null);
       this.meter(caller, model, options.endpoint, options.service, usage, statusOf(err), upstreamMs, false);
       throw err;
     }
@@ -327,12 +334,11 @@ export class InferenceService {
     const candidates = await this.candidates(caller.scope, body.model, 'chat');
     const primary = candidates[0]!;
     const guards = await this.guardrails.forModel(caller.scope, primary.record);
-    const sent = await this.guardInput(caller, primary, guards.input, body, chatInputTexts);
     const estimateInput = once(() => estimateChatInput(body));
     const reservation = await this.admit(caller, primary, estimateInput, requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE);
-    const upstreamBody = capped(sent, reservation);
     let started: { model: ResolvedModel; answer: Awaited<ReturnType<Provider['chatStream']>> };
     try {
+      const upstreamBody = capped(await this.guardInput(caller, primary, guards.input, body, chatInputTexts), reservation);
       started = await this.firstAnswer(candidates, (m) => this.providers[m.record.provider.type].chatStream(m.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }));
     } catch (err) {
       await this.settle(reservation, candidates[0]!, null);
@@ -340,35 +346,48 @@ export class InferenceService {
       throw err;
     }
     const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
-    let chunks = started.answer.chunks;
+    let guard: ((chunks: AsyncIterable<ChatChunk>) => AsyncIterable<ChatChunk>) | undefined;
     if (guards.output.length > 0) {
       const context = this.evaluationContext(caller, primary, 'output');
-      chunks = guardStream(chunks, (texts, final) => this.guardrails.enforce(context, guards.output, texts, final), guards.output.some(usesJudge));
+      const mode: StreamGuardMode = guards.output.every((g) => g.action === 'flag') ? 'observe' : guards.output.some(usesJudge) ? 'whole' : 'window';
+      const texts = (all: string[]) => all.map((text) => ({ text, trusted: false }));
+      guard = (chunks) => guardStream(chunks, (all, final) => this.evaluator.enforce(context, guards.output, texts(all), final), mode);
     }
-    return { frames: this.frames(caller, started.model, chunks, { reservation, estimateInput, includeUsage, upstreamStartedAt: performance.now() - started.answer.upstreamMs }), upstreamMs: started.answer.upstreamMs };
+    const upstreamStartedAt = performance.now() - started.answer.upstreamMs;
+    return { frames: this.frames(caller, started.model, started.answer.chunks, { reservation, estimateInput, includeUsage, upstreamStartedAt, guard }), upstreamMs: started.answer.upstreamMs };
   }
 
+  /**
+   * The client's SSE frames. Usage and text are counted on the upstream's chunks, before output guardrails hold
+   * anything back, so that a stream a guardrail stops is billed for what the upstream made.
+   */
   private async *frames(
     caller: Caller,
     model: ResolvedModel,
-    chunks: AsyncIterable<ChatChunk>,
-    options: { reservation: Reservation | null; estimateInput: () => number; includeUsage: boolean; upstreamStartedAt: number },
+    upstream: AsyncIterable<ChatChunk>,
+    options: { reservation: Reservation | null; estimateInput: () => number; includeUsage: boolean; upstreamStartedAt: number; guard?: (chunks: AsyncIterable<ChatChunk>) => AsyncIterable<ChatChunk> },
   ): AsyncGenerator<string> {
     let usage: Usage | null = null;
     let text = '';
     let status = 200;
     let last: ChatChunk | null = null;
-    try {
-      for await (const chunk of chunks) {
-        last = chunk;
+    const counted = async function* (): AsyncGenerator<ChatChunk> {
+      for await (const chunk of upstream) {
         const reported = chunk.data.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
         if (reported && typeof reported.prompt_tokens === 'number') {
           usage = { inputTokens: reported.prompt_tokens, outputTokens: Number(reported.completion_tokens ?? 0), estimated: false };
         }
         const choices = chunk.data.choices as { delta?: { content?: unknown } }[] | undefined;
         if (Array.isArray(choices)) for (const choice of choices) if (typeof choice?.delta?.content === 'string') text += choice.delta.content;
+        yield chunk;
+      }
+    };
+    try {
+      for await (const chunk of options.guard ? options.guard(counted()) : counted()) {
+        last = chunk;
+        const choices = chunk.data.choices as unknown[] | undefined;
         // The usage chunk (no choices) is Waygate's request; the client sees it only when it asked.
-        if (reported && Array.isArray(choices) && choices.length === 0 && !options.includeUsage) continue;
+        if (chunk.data.usage && Array.isArray(choices) && choices.length === 0 && !options.includeUsage) continue;
         yield `data: ${chunk.raw ?? JSON.stringify(chunk.data)}\n\n`;
       }
       if (!usage) {
@@ -383,11 +402,10 @@ export class InferenceService {
     } catch (err) {
       if (caller.signal.aborted) {
         status = STATUS_CLIENT_CLOSED;
-      } else if (err instanceof GuardrailBlock || err instanceof StreamGuardError) {
+      } else if (err instanceof AppError && err.type === 'guardrail_block') {
         // An output guardrail stopped the stream: what it held back is never sent.
         status = 400;
-        const error = err instanceof GuardrailBlock ? { message: err.message, type: err.type, code: err.code, ...err.details } : { message: err.message, type: 'guardrail_block', code: 'guardrail_block' };
-        yield `data: ${JSON.stringify({ error })}\n\n`;
+        yield `data: ${JSON.stringify({ error: { message: err.message, type: err.type, code: err.code, ...err.details } })}\n\n`;
         yield 'data: [DONE]\n\n';
       } else {
         status = err instanceof UpstreamError ? 502 : 500;

@@ -1,46 +1,74 @@
+import type { GuardedText } from '../guardrails/evaluator.js';
 import type { JsonObject } from '../../providers/types.js';
 
 /** The texts of a request or an answer that guardrails read, and how to put changed (redacted) ones back. */
 export interface TextSlots {
-  texts: string[];
+  texts: GuardedText[];
   /** The body with these texts in place of the originals, in the same order; the same object when none changed. */
   write(texts: string[]): JsonObject;
 }
 
 /**
- * Input guardrails read what the application's users and tools wrote. System and developer messages are the
- * application's own instructions: checking them would make a prompt shield flag every system prompt.
+ * System and developer messages are the application's own instructions: every guardrail reads them, but a prompt
+ * shield does not (it would flag every system prompt).
  */
-const CHECKED_ROLES = new Set(['user', 'assistant', 'tool', 'function']);
+const TRUSTED_ROLES = new Set(['system', 'developer']);
 
 type Part = { type?: unknown; text?: unknown };
-type Message = { role?: unknown; content?: unknown };
+type ToolCall = { function?: { arguments?: unknown } };
+type Message = { role?: unknown; content?: unknown; refusal?: unknown; reasoning_content?: unknown; tool_calls?: unknown };
 
-function unchanged(before: string[], after: string[]): boolean {
-  return before.length === after.length && before.every((text, i) => text === after[i]);
+/**
+ * Every text of a chat message: string content or its text parts, a refusal, reasoning, and tool call arguments.
+ * `read` collects them; `rewrite` puts replacements back in the same order.
+ */
+const messageTexts = {
+  read(message: Message | undefined, into: string[]): void {
+    if (!message) return;
+    if (typeof message.content === 'string') into.push(message.content);
+    else if (Array.isArray(message.content)) for (const part of message.content as Part[]) if (part?.type === 'text' && typeof part.text === 'string') into.push(part.text);
+    if (typeof message.refusal === 'string') into.push(message.refusal);
+    if (typeof message.reasoning_content === 'string') into.push(message.reasoning_content);
+    if (Array.isArray(message.tool_calls)) for (const call of message.tool_calls as ToolCall[]) if (typeof call?.function?.arguments === 'string') into.push(call.function.arguments);
+  },
+  rewrite(message: Message, next: () => string): Message {
+    const out: Message = { ...message };
+    if (typeof message.content === 'string') out.content = next();
+    else if (Array.isArray(message.content)) out.content = (message.content as Part[]).map((part) => (part?.type === 'text' && typeof part.text === 'string' ? { ...part, text: next() } : part));
+    if (typeof message.refusal === 'string') out.refusal = next();
+    if (typeof message.reasoning_content === 'string') out.reasoning_content = next();
+    if (Array.isArray(message.tool_calls)) {
+      out.tool_calls = (message.tool_calls as ToolCall[]).map((call) => (typeof call?.function?.arguments === 'string' ? { ...call, function: { ...call.function, arguments: next() } } : call));
+    }
+    return out;
+  },
+};
+
+function unchanged(before: GuardedText[], after: string[]): boolean {
+  return before.length === after.length && before.every((t, i) => t.text === after[i]);
 }
 
-/** Chat request: the string content, or each text part, of every message in a checked role. */
+function cursor(texts: string[]): () => string {
+  let i = 0;
+  return () => texts[i++]!;
+}
+
+/** Chat request: the texts of every message. */
 export function chatInputTexts(body: JsonObject): TextSlots {
   const messages = (body.messages as Message[] | undefined) ?? [];
-  const texts: string[] = [];
+  const texts: GuardedText[] = [];
   for (const message of messages) {
-    if (!CHECKED_ROLES.has(String(message?.role))) continue;
-    if (typeof message.content === 'string') texts.push(message.content);
-    else if (Array.isArray(message.content)) for (const part of message.content as Part[]) if (part?.type === 'text' && typeof part.text === 'string') texts.push(part.text);
+    const found: string[] = [];
+    messageTexts.read(message, found);
+    const trusted = TRUSTED_ROLES.has(String(message?.role));
+    for (const text of found) texts.push({ text, trusted });
   }
   return {
     texts,
     write(next) {
       if (unchanged(texts, next)) return body;
-      let i = 0;
-      const rewritten = messages.map((message) => {
-        if (!CHECKED_ROLES.has(String(message?.role))) return message;
-        if (typeof message.content === 'string') return { ...message, content: next[i++] };
-        if (!Array.isArray(message.content)) return message;
-        return { ...message, content: (message.content as Part[]).map((part) => (part?.type === 'text' && typeof part.text === 'string' ? { ...part, text: next[i++] } : part)) };
-      });
-      return { ...body, messages: rewritten };
+      const take = cursor(next);
+      return { ...body, messages: messages.map((message) => (message ? messageTexts.rewrite(message, take) : message)) };
     },
   };
 }
@@ -48,7 +76,8 @@ export function chatInputTexts(body: JsonObject): TextSlots {
 /** Embeddings request: `input` when it is text (token arrays are left alone). */
 export function embeddingInputTexts(body: JsonObject): TextSlots {
   const input = body.input;
-  const texts = typeof input === 'string' ? [input] : Array.isArray(input) && input.every((item) => typeof item === 'string') ? (input as string[]) : [];
+  const strings = typeof input === 'string' ? [input] : Array.isArray(input) && input.every((item) => typeof item === 'string') ? (input as string[]) : [];
+  const texts = strings.map((text) => ({ text, trusted: false }));
   return {
     texts,
     write(next) {
@@ -58,18 +87,28 @@ export function embeddingInputTexts(body: JsonObject): TextSlots {
   };
 }
 
-/** Chat answer: the text content of every choice's message (tool call arguments are not read). */
+/**
+ * Chat answer: the texts of every choice's message. Logprobs repeat the text token by token, so an answer that
+ * output guardrails may change goes without them.
+ */
 export function chatOutputTexts(answer: JsonObject): TextSlots {
-  const choices = (answer.choices as { message?: { content?: unknown } }[] | undefined) ?? [];
-  const texts = choices.flatMap((choice) => (typeof choice?.message?.content === 'string' ? [choice.message.content] : []));
+  const choices = (answer.choices as { message?: Message; logprobs?: unknown }[] | undefined) ?? [];
+  const found: string[] = [];
+  for (const choice of choices) messageTexts.read(choice?.message, found);
+  const texts = found.map((text) => ({ text, trusted: false }));
+  const hasLogprobs = choices.some((choice) => choice?.logprobs != null);
   return {
     texts,
     write(next) {
-      if (unchanged(texts, next)) return answer;
-      let i = 0;
+      if (unchanged(texts, next) && !hasLogprobs) return answer;
+      const take = cursor(next);
       return {
         ...answer,
-        choices: choices.map((choice) => (typeof choice?.message?.content === 'string' ? { ...choice, message: { ...choice.message, content: next[i++] } } : choice)),
+        choices: choices.map((choice) => {
+          if (!choice) return choice;
+          const { logprobs: _logprobs, ...rest } = choice;
+          return choice.message ? { ...rest, message: messageTexts.rewrite(choice.message, take) } : rest;
+        }),
       };
     },
   };

@@ -169,6 +169,19 @@ export class LimitService {
     await this.counters.adjust(changes);
   }
 
+  /**
+   * Adds what a call used to the token and cost counters of the subjects without admitting it first: a guardrail's
+   * judge, part of a call that was admitted. Counters not started yet are seeded from stored usage later, which has it.
+   */
+  async charge(subjects: LimitSubject[], actual: Amounts): Promise<void> {
+    if (!subjects.some((s) => s.budget || s.rateLimit)) return;
+    const nothing: Estimate = { inputTokens: 0, desiredOutput: 0, minimumOutput: 0, inputPricePerToken: 0, outputPricePerToken: 0 };
+    const changes = this.plan(subjects, nothing, Date.now())
+      .filter((c) => c.kind !== 'requests')
+      .map((c) => ({ key: c.key, amount: c.kind === 'tokens' ? actual.tokens : Math.ceil(actual.cost * NANO) }));
+    await this.counters.adjust(changes);
+  }
+
   private async seed(counter: PlannedCounter): Promise<void> {
     const totals = await this.usage.totalsSince(counter.subject.scope, counter.since);
     const value = counter.kind === 'tokens' ? totals.tokens : Math.ceil(totals.cost * NANO);

@@ -103,10 +103,15 @@ function checkHeaders(headers: Record<string, string> | undefined): void {
   }
 }
 
-/** The model registry of each project, plus the built-in local models; cached for the request path. */
-/** Checks that the guardrails a model names exist and allow the stage they are named for (the guardrails area). */
-export type GuardrailCheck = (scope: ProjectScope, modelKey: string, guardrails: Partial<ModelGuardrails>) => Promise<void>;
+/** What the guardrails area checks when models change: models and guardrails name each other. */
+export interface GuardrailLinks {
+  /** The guardrails a model names exist and allow the stage they are named for. */
+  checkAttached(scope: ProjectScope, modelKey: string, guardrails: Partial<ModelGuardrails>): Promise<void>;
+  /** No enabled guardrail loses its judge (`capabilities` null: the model is deleted). */
+  checkJudgeChange(scope: ProjectScope, modelKey: string, capabilities: readonly Capability[] | null): Promise<void>;
+}
 
+/** The model registry of each project, plus the built-in local models; cached for the request path. */
 export class ModelService {
   private readonly cache = new Map<string, { models: Map<string, ResolvedModel>; until: number }>();
 
@@ -115,7 +120,7 @@ export class ModelService {
     private readonly secrets: SecretBox,
     private readonly bus: Bus,
     private readonly localModels: boolean,
-    private readonly checkGuardrails: GuardrailCheck,
+    private readonly guardrails: GuardrailLinks,
   ) {}
 
   async start(): Promise<void> {
@@ -187,6 +192,7 @@ export class ModelService {
   }
 
   async delete(scope: ProjectScope, key: string): Promise<void> {
+    await this.guardrails.checkJudgeChange(scope, key, null);
     if (!(await this.store.delete(scope, key))) throw this.missingOrBuiltIn(key);
     await this.changed(scope);
   }
@@ -211,7 +217,8 @@ export class ModelService {
     if (capabilities.length === 0) throw ERRORS.validation('capabilities must name at least one of chat, embeddings, moderation, tts, stt');
     // Only fallbacks being set are checked: a stored one may name a model deleted since (calls skip it).
     if (input.fallbacks) await this.checkFallbacks(scope, model.key, input.fallbacks);
-    if (input.guardrails) await this.checkGuardrails(scope, model.key, { input: input.guardrails.input ?? model.guardrails.input, output: input.guardrails.output ?? model.guardrails.output });
+    if (input.guardrails) await this.guardrails.checkAttached(scope, model.key, { input: input.guardrails.input ?? model.guardrails.input, output: input.guardrails.output ?? model.guardrails.output });
+    await this.guardrails.checkJudgeChange(scope, model.key, capabilities);
     const fallbacks = input.fallbacks ?? model.fallbacks;
     const secrets: Secrets = {
       apiKey: p.apiKey === undefined ? stored.apiKey : (p.apiKey ?? undefined),
