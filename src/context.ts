@@ -1,5 +1,8 @@
 import path from 'node:path';
 import pino, { type Logger } from 'pino';
+import { AgentRunner } from './areas/agents/runner.js';
+import { AgentService } from './areas/agents/service.js';
+import { AgentStore } from './areas/agents/store.js';
 import { AnalyticsService } from './areas/analytics/service.js';
 import { AnalyticsStore } from './areas/analytics/store.js';
 import { AuditService } from './areas/audit/service.js';
@@ -56,6 +59,8 @@ export interface Context {
   /** Runs batch items on this instance (null when WAYGATE_BATCH_WORKER=false); started by startWorkers(). */
   batchWorker: BatchWorker | null;
   services: {
+    agents: AgentService;
+    agentRunner: AgentRunner;
     analytics: AnalyticsService;
     audit: AuditService;
     auth: AuthService;
@@ -130,6 +135,9 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const guardrailEvaluator = new GuardrailEvaluator(guardrails, models, guardrailStore, log);
     const upstream = new UpstreamClient(config.upstream);
     const inference = new InferenceService(models, createProviders(upstream), limits, projects, usage, guardrails, guardrailEvaluator, log);
+    const agentStore = new AgentStore(db, database.dialect, database.transaction);
+    const agents = new AgentService(agentStore, models, guardrails, secrets);
+    const agentRunner = new AgentRunner(agents, agentStore, inference, guardrails, guardrailEvaluator, upstream, usage);
     const analytics = new AnalyticsService(new AnalyticsStore(db, database.dialect), usage, tokens, users);
     const files = new FileService(
       new FileStore(db, database.dialect, database.transaction),
@@ -167,7 +175,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
       health,
       bootstrap,
       batchWorker,
-      services: { analytics, audit, auth, batches, files, guardrails, guardrailEvaluator, inference, limits, models, projects, tenants, tokens, usage, users },
+      services: { agents, agentRunner, analytics, audit, auth, batches, files, guardrails, guardrailEvaluator, inference, limits, models, projects, tenants, tokens, usage, users },
       async startWorkers() {
         await batchWorker?.start();
       },

@@ -7,6 +7,7 @@ import { migration0003Inference } from './migrations/0003_inference.js';
 import { migration0004Files } from './migrations/0004_files.js';
 import { migration0005Batches } from './migrations/0005_batches.js';
 import { migration0006Guardrails } from './migrations/0006_guardrails.js';
+import { migration0007Agents } from './migrations/0007_agents.js';
 
 /** Forward-only migrations, the same files for SQLite and PostgreSQL, applied in name order. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -17,6 +18,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0004_files': migration0004Files(dialect),
     '0005_batches': migration0005Batches(dialect),
     '0006_guardrails': migration0006Guardrails(dialect),
+    '0007_agents': migration0007Agents(dialect),
   };
 }
 

@@ -261,6 +261,60 @@ export interface GuardrailEvaluationsTable {
   created_at: number;
 }
 
+export interface AgentsTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  key: string;
+  name: string;
+  description: string | null;
+  status: string;
+  config: JsonColumn;
+  secrets: string | null;
+  metadata: JsonColumn;
+  created_at: number;
+  updated_at: number;
+  deleted_at: number | null;
+}
+
+export interface AgentVersionsTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  agent_id: string;
+  number: number;
+  name: string;
+  description: string | null;
+  config: JsonColumn;
+  secrets: string | null;
+  changelog: string | null;
+  created_at: number;
+}
+
+export interface ConversationsTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  agent_id: string;
+  remote_context: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface ConversationMessagesTable {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  conversation_id: string;
+  seq: number;
+  role: string;
+  content: string;
+  input_tokens: number | null;
+  output_tokens: number | null;
+  version: number | null;
+  created_at: number;
+}
+
 export interface InstanceMetaTable {
   key: string;
   value: string;
@@ -285,6 +339,10 @@ export interface Database {
   batch_workers: BatchWorkersTable;
   guardrails: GuardrailsTable;
   guardrail_evaluations: GuardrailEvaluationsTable;
+  agents: AgentsTable;
+  agent_versions: AgentVersionsTable;
+  conversations: ConversationsTable;
+  conversation_messages: ConversationMessagesTable;
 }
 
 export type Db = Kysely<Database>;

@@ -86,7 +86,33 @@ export const CLIENT_ROUTES: RouteSpec[] = [
     okStatus: 200,
     request: async (t) => ({ method: 'POST', url: '/api/client/v1/guardrails/evaluate', payload: { guardrail_key: await securityGuardrail(t), text: 'hello' } }),
   },
+  { operation: 'GET /api/client/v1/agents', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/agents' }) },
+  { operation: 'POST /api/client/v1/agents', okStatus: 201, request: () => ({ method: 'POST', url: '/api/client/v1/agents', payload: { name: `Agent ${unique()}`, config: { modelKey: 'local-chat' } } }) },
+  { operation: 'GET /api/client/v1/agents/{agentKey}', okStatus: 200, request: async (t) => ({ method: 'GET', url: `/api/client/v1/agents/${await securityAgent(t)}` }) },
+  { operation: 'PATCH /api/client/v1/agents/{agentKey}', okStatus: 200, request: async (t) => ({ method: 'PATCH', url: `/api/client/v1/agents/${await securityAgent(t)}`, payload: { description: 'patched' } }) },
+  { operation: 'DELETE /api/client/v1/agents/{agentKey}', okStatus: 200, request: async (t) => ({ method: 'DELETE', url: `/api/client/v1/agents/${await securityAgent(t, true)}` }) },
+  { operation: 'POST /api/client/v1/agents/{agentKey}/publish', okStatus: 201, request: async (t) => ({ method: 'POST', url: `/api/client/v1/agents/${await securityAgent(t)}/publish` }) },
+  {
+    operation: 'POST /api/client/v1/agents/responses',
+    okStatus: 200,
+    request: async (t) => ({ method: 'POST', url: '/api/client/v1/agents/responses', payload: { model: await securityAgent(t), input: 'hello' } }),
+  },
 ];
+
+const securityAgents = new WeakMap<TestApp, string>();
+
+/** A published local-chat agent of project default (one per app; `fresh` makes a new one). */
+async function securityAgent(t: TestApp, fresh = false): Promise<string> {
+  const known = securityAgents.get(t);
+  if (known && !fresh) return known;
+  const created = await call(t.app, t.ownerToken, { method: 'POST', url: '/api/client/v1/agents', payload: { name: 'Security agent', config: { modelKey: 'local-chat' }, metadata: { a2a: { enabled: true } } } });
+  if (created.statusCode !== 201) throw new Error(`agent create failed: ${created.statusCode} ${created.body}`);
+  const key = created.json().agent.key as string;
+  const published = await call(t.app, t.ownerToken, { method: 'POST', url: `/api/client/v1/agents/${key}/publish` });
+  if (published.statusCode !== 201) throw new Error(`agent publish failed: ${published.statusCode} ${published.body}`);
+  if (!fresh) securityAgents.set(t, key);
+  return key;
+}
 
 /** A PII guardrail of project default for the guardrail cases (created once per app). */
 async function securityGuardrail(t: TestApp): Promise<string> {
