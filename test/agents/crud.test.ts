@@ -1,0 +1,138 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BACKENDS, call, createTestApp, createToken, type TestApp } from '../helpers/app.js';
+import { registerModel } from '../helpers/models.js';
+import { AGENTS, agentsCall, createAgent, publish, type AgentView } from './support.js';
+
+const SECRET = 'sk-connected-agent-secret';
+
+describe.each(BACKENDS)('agents: configuration and versions on %s', (backend) => {
+  let t: TestApp;
+  const get = (key: string, token = t.ownerToken) => agentsCall(t, { method: 'GET', url: `${AGENTS}/${key}` }, token);
+  const patch = (key: string, payload: Record<string, unknown>) => agentsCall(t, { method: 'PATCH', url: `${AGENTS}/${key}`, payload });
+  const connected = (extra: Record<string, unknown> = {}) => ({
+    name: 'Remote Helper',
+    config: { connection: { protocol: 'openai-chat', url: 'http://127.0.0.1:9/v1', model: 'remote-model', apiKey: SECRET, headers: { 'X-Team': 'team-secret' } } },
+    ...extra,
+  });
+
+  beforeAll(async () => {
+    t = await createTestApp({ backend, noWorkers: true });
+  });
+  afterAll(async () => t?.close());
+
+  it('creates a native agent: 201 {agent}, a key made of the name and a short suffix, status active', async () => {
+    const res = await agentsCall(t, { method: 'POST', url: AGENTS, payload: { name: 'Ünïcode Support Bot!', description: 'Helps', config: { modelKey: 'local-chat', systemPrompt: 'Be kind', temperature: 0.3, topP: 0.9, maxTokens: 100 }, metadata: { team: 'cx' } } });
+    expect(res.statusCode, res.body).toBe(201);
+    const agent = res.json().agent;
+    expect(agent.key).toMatch(/^unicode-support-bot-[a-z2-7]{6}$/);
+    expect(agent).toMatchObject({
+      name: 'Ünïcode Support Bot!', description: 'Helps', status: 'active', kind: 'native', hasApiKey: false, modelKey: 'local-chat', temperature: 0.3, topP: 0.9, maxTokens: 100,
+      metadata: { team: 'cx' }, publishedVersion: null, config: { kind: 'native', modelKey: 'local-chat', systemPrompt: 'Be kind', connection: null },
+    });
+    const again = await createAgent(t, { name: 'Ünïcode Support Bot!' });
+    expect(again.key).not.toBe(agent.key);
+    expect((await createAgent(t, { name: '???' })).key).toMatch(/^agent-[a-z2-7]{6}$/);
+  });
+
+  it('lists summaries per interface 2.4, filtered by status', async () => {
+    const draft = await createAgent(t, { name: 'Drafty', status: 'draft', config: { modelKey: 'local-chat', temperature: 1 } });
+    const list = (await agentsCall(t, { method: 'GET', url: `${AGENTS}?status=draft` })).json().agents;
+    expect(list).toContainEqual({ key: draft.key, name: 'Drafty', description: null, status: 'draft', createdAt: expect.any(String), modelKey: 'local-chat', temperature: 1, topP: null, maxTokens: null });
+    expect(list.every((a: { status: string }) => a.status === 'draft')).toBe(true);
+    expect((await agentsCall(t, { method: 'GET', url: `${AGENTS}?status=deleted` })).statusCode).toBe(400);
+  });
+
+  it('a connected agent: its API key and header values are encrypted at rest and never shown', async () => {
+    const agent = await createAgent(t, connected());
+    expect(agent).toMatchObject({ kind: 'external', hasApiKey: true, config: { kind: 'external', connection: { protocol: 'openai-chat', url: 'http://127.0.0.1:9/v1', model: 'remote-model', headerNames: ['X-Team'], hasApiKey: true } } });
+    const seen = [JSON.stringify(agent), (await get(agent.key)).body, (await agentsCall(t, { method: 'GET', url: AGENTS })).body];
+    for (const text of seen) {
+      expect(text).not.toContain(SECRET);
+      expect(text).not.toContain('team-secret');
+    }
+    const row = await t.ctx.database.db.selectFrom('agents').selectAll().where('key', '=', agent.key).executeTakeFirstOrThrow();
+    expect(JSON.stringify(row)).not.toContain(SECRET);
+    expect(JSON.stringify(row)).not.toContain('team-secret');
+    expect(t.logs.join('\n')).not.toContain(SECRET);
+  });
+
+  it('PATCH: native settings never overwrite a connection; omitting apiKey keeps it, null removes it', async () => {
+    const agent = await createAgent(t, connected());
+    const native = await patch(agent.key, { config: { modelKey: 'local-chat', systemPrompt: 'x' } });
+    expect(native.statusCode, native.body).toBe(200);
+    expect(native.json().agent).toMatchObject({ kind: 'external', hasApiKey: true, config: { modelKey: 'local-chat', connection: { protocol: 'openai-chat', model: 'remote-model' } } });
+    const moved = await patch(agent.key, { config: { connection: { protocol: 'openai-chat', url: 'http://127.0.0.1:10/v1', model: 'other' } } });
+    expect(moved.json().agent.config.connection).toEqual({ protocol: 'openai-chat', url: 'http://127.0.0.1:10/v1', model: 'other', headerNames: ['X-Team'], hasApiKey: true });
+    const stored = await t.ctx.database.db.selectFrom('agents').select('secrets').where('key', '=', agent.key).executeTakeFirstOrThrow();
+    expect(JSON.parse(t.ctx.secrets.decrypt(stored.secrets!))).toEqual({ apiKey: SECRET, headers: { 'X-Team': 'team-secret' } });
+    const cleared = await patch(agent.key, { config: { connection: { protocol: 'openai-chat', url: 'http://127.0.0.1:10/v1', model: 'other', apiKey: null, headers: null } } });
+    expect(cleared.json().agent).toMatchObject({ hasApiKey: false, config: { connection: { headerNames: [], hasApiKey: false } } });
+    const toNative = await patch(agent.key, { config: { kind: 'native', connection: null } });
+    expect(toNative.json().agent).toMatchObject({ kind: 'native', config: { connection: null, modelKey: 'local-chat' } });
+    const renamed = await patch(agent.key, { name: 'Renamed', status: 'inactive', description: null });
+    expect(renamed.json().agent).toMatchObject({ key: agent.key, name: 'Renamed', status: 'inactive', description: null });
+  });
+
+  it.each([
+    ['no name', { config: {} }, /name is required/],
+    ['an unknown model', { name: 'x', config: { modelKey: 'nope' } }, /config\.modelKey: model "nope" does not exist/],
+    ['a model without chat', { name: 'x', config: { modelKey: 'local-embed' } }, /does not offer chat/],
+    ['an unknown guardrail', { name: 'x', config: { inputGuardrailKey: 'nope' } }, /config\.inputGuardrailKey: guardrail "nope" does not exist/],
+    ['an external agent without connection', { name: 'x', config: { kind: 'external' } }, /config\.connection is required/],
+    ['a chat connection without model', { name: 'x', config: { connection: { protocol: 'openai-chat', url: 'http://127.0.0.1:9' } } }, /config\.connection\.model is required/],
+    ['a connection URL that is not http', { name: 'x', config: { connection: { protocol: 'a2a', url: 'file:///etc/passwd' } } }, /absolute http/],
+    ['a reserved header', { name: 'x', config: { connection: { protocol: 'a2a', url: 'http://127.0.0.1:9', headers: { Authorization: 'x' } } } }, /may not set Authorization/],
+    ['a bad status', { name: 'x', status: 'paused' }, /status must be one of: active, inactive, draft/],
+    ['a temperature out of range', { name: 'x', config: { temperature: 3 } }, /temperature/],
+    ['an unknown config field', { name: 'x', config: { tools: [] } }, /config\.tools is not a known field/],
+  ])('refuses %s (400)', async (_case, payload, message) => {
+    const res = await agentsCall(t, { method: 'POST', url: AGENTS, payload });
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json().error.message).toMatch(message);
+  });
+
+  it('publish: 201 {version} with increasing numbers; safe when publishes race; snapshots are immutable', async () => {
+    const model = await registerModel(t, { provider: { type: 'mock' }, capabilities: ['chat'] });
+    const agent = await createAgent(t, { name: 'Versioned', config: { modelKey: model, systemPrompt: 'v1' } });
+    const res = await agentsCall(t, { method: 'POST', url: `${AGENTS}/${agent.key}/publish`, payload: { changelog: 'first' } });
+    expect(res.statusCode).toBe(201);
+    expect(res.json().version).toMatchObject({ agentKey: agent.key, number: 1, changelog: 'first', name: 'Versioned', config: { systemPrompt: 'v1' } });
+    await patch(agent.key, { config: { systemPrompt: 'v2' } });
+    const numbers = await Promise.all(Array.from({ length: 8 }, () => publish(t, agent.key)));
+    expect(numbers.sort((a, b) => a - b)).toEqual([2, 3, 4, 5, 6, 7, 8, 9]);
+    const rows = await t.ctx.database.db.selectFrom('agent_versions').select(['number', 'config']).where('agent_id', '=', (await t.ctx.database.db.selectFrom('agents').select('id').where('key', '=', agent.key).executeTakeFirstOrThrow()).id).orderBy('number').execute();
+    const prompt = (config: unknown) => (typeof config === 'string' ? JSON.parse(config) : config).systemPrompt;
+    expect(rows.map((r) => prompt(r.config))).toEqual(['v1', ...Array(8).fill('v2')]);
+    expect((await get(agent.key)).json().agent.publishedVersion).toBe(9);
+    expect((await agentsCall(t, { method: 'POST', url: `${AGENTS}/nope/publish` })).statusCode).toBe(404);
+  });
+
+  it('delete: 200 {success: true}, then 404 everywhere; its versions stay for audit', async () => {
+    const agent = await createAgent(t, { name: 'Doomed', config: { modelKey: 'local-chat' } });
+    await publish(t, agent.key);
+    expect((await agentsCall(t, { method: 'DELETE', url: `${AGENTS}/${agent.key}` })).json()).toEqual({ success: true });
+    expect((await get(agent.key)).statusCode).toBe(404);
+    expect((await agentsCall(t, { method: 'DELETE', url: `${AGENTS}/${agent.key}` })).statusCode).toBe(404);
+    expect((await patch(agent.key, { name: 'x' })).statusCode).toBe(404);
+    expect((await agentsCall(t, { method: 'GET', url: AGENTS })).json().agents.map((a: AgentView) => a.key)).not.toContain(agent.key);
+    expect(await t.ctx.database.db.selectFrom('agent_versions').innerJoin('agents', 'agents.id', 'agent_versions.agent_id').select('number').where('agents.key', '=', agent.key).execute()).toHaveLength(1);
+  });
+
+  it('writes need write permission (403); another project cannot see the agent (404)', async () => {
+    const agent = await createAgent(t, { name: 'Guarded', config: { modelKey: 'local-chat' } });
+    const viewer = await createToken(t, { role: 'viewer' });
+    expect((await get(agent.key, viewer.value)).statusCode).toBe(200);
+    for (const options of [
+      { method: 'POST' as const, url: AGENTS, payload: { name: 'x' } },
+      { method: 'PATCH' as const, url: `${AGENTS}/${agent.key}`, payload: { name: 'x' } },
+      { method: 'DELETE' as const, url: `${AGENTS}/${agent.key}` },
+      { method: 'POST' as const, url: `${AGENTS}/${agent.key}/publish` },
+    ]) {
+      expect((await agentsCall(t, options, viewer.value)).statusCode, options.method).toBe(403);
+    }
+    const other = await call(t.app, t.adminSession, { method: 'POST', url: '/api/projects', payload: { name: 'Elsewhere' } });
+    const otherToken = await createToken(t, { role: 'owner', projectId: other.json().project.id });
+    expect((await get(agent.key, otherToken.value)).statusCode).toBe(404);
+    expect((await agentsCall(t, { method: 'GET', url: AGENTS }, otherToken.value)).json().agents).toEqual([]);
+  });
+});

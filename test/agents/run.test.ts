@@ -1,0 +1,188 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { BACKENDS, call, createTestApp, createToken, type TestApp } from '../helpers/app.js';
+import { startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
+import { registerFakeModel, usageRowsOf } from '../helpers/inference.js';
+import { AGENTS, agentsCall, createAgent, publish, respond } from './support.js';
+
+const EMAIL = 'jane.doe@example.com';
+
+/** A fake A2A agent (0.3 JSON-RPC): answers "remote: <text>" and keeps a context per conversation. */
+async function startFakeA2a() {
+  const requests: { headers: http.IncomingHttpHeaders; body: Record<string, unknown> }[] = [];
+  const server = http.createServer((req, res) => {
+    let text = '';
+    req.on('data', (c: Buffer) => (text += c));
+    req.on('end', () => {
+      const body = JSON.parse(text) as { id: unknown; params: { message: { parts: { text: string }[]; contextId?: string } } };
+      requests.push({ headers: req.headers, body });
+      const message = body.params.message;
+      const contextId = message.contextId ?? `ctx-${requests.length}`;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: body.id, result: { kind: 'task', id: `t-${requests.length}`, contextId, status: { state: 'completed' }, artifacts: [{ artifactId: 'a', parts: [{ kind: 'text', text: `remote: ${message.parts[0]!.text}` }] }] } }));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/a2a`, requests, close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
+describe.each(BACKENDS)('running agents on %s', (backend) => {
+  let t: TestApp;
+  let fake: FakeUpstream;
+  let model: string;
+  const text = (res: { json(): { output: { content: { text: string }[] }[] } }) => res.json().output[0]!.content[0]!.text;
+
+  beforeAll(async () => {
+    t = await createTestApp({ backend, noWorkers: true, env: { WAYGATE_UPSTREAM_RETRIES: '0' } });
+    fake = await startFakeOpenAi();
+    model = await registerFakeModel(t, fake, { capabilities: ['chat'] });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await fake?.close();
+  });
+  beforeEach(() => {
+    fake.requests.length = 0;
+  });
+
+  async function publishedAgent(config: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+    const agent = await createAgent(t, { name: 'Runner', config, ...extra });
+    await publish(t, agent.key);
+    return agent.key;
+  }
+
+  it('answers one completed Responses object; usage is real and metered under service agents', async () => {
+    const token = await createToken(t, { name: 'agent-caller' });
+    const key = await publishedAgent({ modelKey: model });
+    const res = await respond(t, { model: key, input: 'hello' }, token.value);
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toMatchObject({
+      object: 'response', status: 'completed', model: key, previous_response_id: null,
+      output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'Hello from the fake upstream', annotations: [] }] }],
+      usage: { input_tokens: 10, output_tokens: 5, total_tokens: 15 },
+    });
+    const rows = (await usageRowsOf(t, model)).filter((r) => r.token_id === token.id);
+    expect(rows.map((r) => [r.service, r.status])).toEqual([['agents', 200]]);
+  });
+
+  it('input as message items; developer items are sent as system messages', async () => {
+    const key = await publishedAgent({ modelKey: model, systemPrompt: 'Agent rules' });
+    const res = await respond(t, { model: key, input: [{ role: 'developer', content: 'Answer in French' }, { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Hi ' }, { type: 'input_text', text: 'there' }] }] });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(fake.requests[0]!.body.messages).toEqual([{ role: 'system', content: 'Agent rules' }, { role: 'system', content: 'Answer in French' }, { role: 'user', content: 'Hi there' }]);
+  });
+
+  it('version pins a published version; the newest runs otherwise; an unpublished number is a 404', async () => {
+    const agent = await createAgent(t, { name: 'Pinned', config: { modelKey: model, systemPrompt: 'one' } });
+    await publish(t, agent.key);
+    await agentsCall(t, { method: 'PATCH', url: `${AGENTS}/${agent.key}`, payload: { config: { systemPrompt: 'two' } } });
+    // Not published yet: the newest published version still says "one".
+    await respond(t, { model: agent.key, input: 'a' });
+    await publish(t, agent.key);
+    await respond(t, { model: agent.key, input: 'b' });
+    await respond(t, { model: agent.key, input: 'c', version: 1 });
+    expect(fake.requests.map((r) => (r.body.messages as { content: string }[])[0]!.content)).toEqual(['one', 'two', 'one']);
+    const missing = await respond(t, { model: agent.key, input: 'd', version: 9 });
+    expect(missing.statusCode).toBe(404);
+  });
+
+  it.each([
+    ['no input', { input: undefined }, 400, /input is required/],
+    ['an empty text', { input: '   ' }, 400, /input is required/],
+    ['no message items', { input: [] }, 400, /input is required/],
+    ['a non-text item', { input: [{ type: 'function_call_output', call_id: 'x', output: 'y' }] }, 400, /input/],
+    ['stream: true', { input: 'x', stream: true }, 400, /not streamed/],
+    ['a malformed previous_response_id', { input: 'x', previous_response_id: 'chatcmpl-1' }, 404, /not found/],
+  ])('%s is a %i', async (_case, body, status, message) => {
+    const key = await publishedAgent({ modelKey: model });
+    const res = await respond(t, { model: key, ...body });
+    expect(res.statusCode, res.body).toBe(status);
+    expect(res.json().error.message).toMatch(message);
+  });
+
+  it("previous_response_id of another agent or another project is a 404; the conversation stays the other's", async () => {
+    const first = await publishedAgent({ modelKey: model });
+    const second = await publishedAgent({ modelKey: model });
+    const started = await respond(t, { model: first, input: 'mine' });
+    expect((await respond(t, { model: second, input: 'steal', previous_response_id: started.json().id })).statusCode).toBe(404);
+    const other = await call(t.app, t.adminSession, { method: 'POST', url: '/api/projects', payload: { name: 'Other agents' } });
+    const otherToken = await createToken(t, { role: 'owner', projectId: other.json().project.id });
+    expect((await respond(t, { model: first, input: 'x', previous_response_id: started.json().id }, otherToken.value)).statusCode).toBe(404);
+  });
+
+  it('inactive and draft agents do not answer (400); a deleted agent is a 404 and its conversation is kept', async () => {
+    const key = await publishedAgent({ modelKey: 'local-chat' });
+    const turn = await respond(t, { model: key, input: 'remember me' });
+    expect(text(turn)).toBe('Echo: remember me');
+    await agentsCall(t, { method: 'PATCH', url: `${AGENTS}/${key}`, payload: { status: 'inactive' } });
+    const inactive = await respond(t, { model: key, input: 'x' });
+    expect(inactive.statusCode).toBe(400);
+    expect(inactive.json().error.message).toMatch(/is inactive/);
+    await agentsCall(t, { method: 'DELETE', url: `${AGENTS}/${key}` });
+    expect((await respond(t, { model: key, input: 'x' })).statusCode).toBe(404);
+    const conversationId = (turn.json().id as string).slice('resp_'.length);
+    const kept = await t.ctx.database.db.selectFrom('conversation_messages').select(['seq', 'role', 'content', 'version']).where('conversation_id', '=', conversationId).orderBy('seq').execute();
+    expect(kept.map((m) => [Number(m.seq), m.role, m.content, m.version === null ? null : Number(m.version)])).toEqual([[0, 'user', 'remember me', null], [1, 'assistant', 'Echo: remember me', 1]]);
+  });
+
+  it("the agent's own guardrails run on its input and output; its model's guardrails and budgets apply too", async () => {
+    await call(t.app, t.adminSession, { method: 'POST', url: '/api/guardrails', payload: { key: 'agent-pii', type: 'pii', action: 'redact', target: 'both' } });
+    const key = await publishedAgent({ modelKey: model, inputGuardrailKey: 'agent-pii', outputGuardrailKey: 'agent-pii' });
+    fake.queue({ reply: 'I will mail bob@example.org' });
+    const res = await respond(t, { model: key, input: `my mail is ${EMAIL}` });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(text(res)).toBe('I will mail [REDACTED:email]');
+    expect((fake.requests[0]!.body.messages as { content: string }[]).at(-1)!.content).toBe('my mail is [REDACTED:email]');
+    // What is stored is what was sent: the conversation never holds the raw address.
+    const stored = await t.ctx.database.db.selectFrom('conversation_messages').select('content').where('conversation_id', '=', (res.json().id as string).slice(5)).execute();
+    expect(JSON.stringify(stored)).not.toContain(EMAIL);
+    const broke = await createToken(t, { name: 'broke', budget: { maxTokens: 1, period: 'total' } });
+    const refused = await respond(t, { model: key, input: 'hi' }, broke.value);
+    expect(refused.statusCode).toBe(429);
+  });
+
+  it('an openai-chat connected agent gets the whole conversation with its key and headers; usage metered', async () => {
+    const key = await publishedAgent({ connection: { protocol: 'openai-chat', url: fake.baseUrl, model: 'remote-chat', apiKey: 'sk-remote', headers: { 'X-Tenant': 'acme' } } });
+    const first = await respond(t, { model: key, input: 'one' });
+    expect(text(first)).toBe('Hello from the fake upstream');
+    await respond(t, { model: key, input: 'two', previous_response_id: first.json().id });
+    const last = fake.requests.at(-1)!;
+    expect(last.path).toBe('/v1/chat/completions');
+    expect(last.headers.authorization).toBe('Bearer sk-remote');
+    expect(last.headers['x-tenant']).toBe('acme');
+    expect(last.body).toEqual({ model: 'remote-chat', messages: [{ role: 'user', content: 'one' }, { role: 'assistant', content: 'Hello from the fake upstream' }, { role: 'user', content: 'two' }] });
+    expect((await usageRowsOf(t, `agent:${key}`)).map((r) => [r.provider, r.service, r.status, r.input_tokens])).toEqual([['openai-chat', 'agents', 200, 10], ['openai-chat', 'agents', 200, 10]]);
+  });
+
+  it('an openai-responses connected agent, and its failures: 502 with the reason, 504 after a timeout', async () => {
+    const key = await publishedAgent({ connection: { protocol: 'openai-responses', url: fake.baseUrl, model: 'remote' } });
+    fake.queue({ body: { id: 'resp_x', object: 'response', output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'from responses' }] }], usage: { input_tokens: 3, output_tokens: 2 } } });
+    const res = await respond(t, { model: key, input: 'hi' });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(text(res)).toBe('from responses');
+    expect(fake.requests[0]).toMatchObject({ path: '/v1/responses', body: { model: 'remote', input: [{ type: 'message', role: 'user', content: 'hi' }] } });
+    fake.queue({ status: 500 });
+    const failed = await respond(t, { model: key, input: 'hi' });
+    expect(failed.statusCode).toBe(502);
+    expect(failed.json().error.message).toMatch(/The connected agent failed: Upstream answered 500/);
+    fake.queue({ body: { unexpected: true } });
+    expect((await respond(t, { model: key, input: 'hi' })).statusCode).toBe(502);
+  });
+
+  it('an A2A connected agent continues the context it gave, and is sent its key', async () => {
+    const remote = await startFakeA2a();
+    try {
+      const key = await publishedAgent({ connection: { protocol: 'a2a', url: remote.url, apiKey: 'a2a-key' } });
+      const first = await respond(t, { model: key, input: 'ping' });
+      expect(text(first)).toBe('remote: ping');
+      const second = await respond(t, { model: key, input: 'again', previous_response_id: first.json().id });
+      expect(text(second)).toBe('remote: again');
+      expect(remote.requests.map((r) => r.body.method)).toEqual(['message/send', 'message/send']);
+      expect((remote.requests[1]!.body.params as { message: { contextId?: string } }).message.contextId).toBe('ctx-1');
+      expect(remote.requests[0]!.headers.authorization).toBe('Bearer a2a-key');
+    } finally {
+      await remote.close();
+    }
+  });
+});
