@@ -199,19 +199,26 @@ function canonical(raw: string): Canonical | null {
   return [t, second, mixed, leet];
 }
 
+/** Token arrays up to this length are allocated at their final size (longer ones grow, staying fast arrays). */
+const PRESIZED_TOKENS = 10_000;
+
 /** Splits text into canonical word tokens (see the top of this file). Linear in the text. */
 export function tokenize(text: string): TokenStream {
-  const tok: string[] = [];
-  const alt: (string | undefined)[] = [];
+  // match() with a global pattern gives the matched strings alone, no match object per token; its array then holds
+  // the tokens (each written at or before the index it was read from). Little garbage per text.
+  const tok: string[] = text.match(TOKEN_RE) ?? [];
+  const words = tok.length;
+  const alt: (string | undefined)[] = words <= PRESIZED_TOKENS ? new Array<string | undefined>(words) : [];
+  let n = 0;
   let mixedScript = 0;
   let leet = 0;
-  for (const match of text.matchAll(TOKEN_RE)) {
-    const raw = match[0];
+  for (let r = 0; r < words; r++) {
+    const raw = tok[r]!;
     const first = raw.charCodeAt(0);
     if (first === 46 || first === 33 || first === 63 || first === 59 || first === 58 || first === 10) {
-      if (tok.length > 0 && tok[tok.length - 1] !== BREAK) {
-        tok.push(BREAK);
-        alt.push(undefined);
+      if (n > 0 && tok[n - 1] !== BREAK) {
+        tok[n] = BREAK;
+        alt[n++] = undefined;
       }
       continue;
     }
@@ -224,18 +231,28 @@ export function tokenize(text: string): TokenStream {
       }
     }
     if (c === null) continue;
-    tok.push(c[0]);
-    alt.push(c[1]);
+    tok[n] = c[0];
+    alt[n++] = c[1];
     if (c[2]) mixedScript++;
     if (c[3]) leet++;
   }
+  tok.length = n;
+  alt.length = n;
   return { tok, alt, mixedScript, leet };
 }
 
 // ---------------------------------------------------------------- phrase patterns (shared with prompt-shield.ts)
 
 type Elem =
-  | { readonly kind: 'word'; readonly words: ReadonlySet<string>; readonly prefixes: readonly string[]; readonly optional: boolean; id: number }
+  | {
+      readonly kind: 'word';
+      readonly words: ReadonlySet<string>;
+      /** The same words as an array (iterated without allocating an iterator). */
+      readonly wordList: readonly string[];
+      readonly prefixes: readonly string[];
+      readonly optional: boolean;
+      id: number;
+    }
   | { readonly kind: 'gap'; readonly max: number }
   | { readonly kind: 'start' };
 
@@ -280,7 +297,7 @@ function parseElem(part: string, sets: WordSets, source: string): Elem {
     }
   }
   if (words.size === 0 && prefixes.length === 0) throw new Error(`phrase "${source}": empty element "${part}"`);
-  return { kind: 'word', words, prefixes, optional, id: -1 };
+  return { kind: 'word', words, wordList: [...words], prefixes, optional, id: -1 };
 }
 
 function wordAt(elem: Extract<Elem, { kind: 'word' }>, ts: TokenStream, pos: number): boolean {
@@ -336,6 +353,9 @@ function matchAt(elems: readonly Elem[], ts: TokenStream, start: number): number
   return start + (31 - Math.clz32(current & -current));
 }
 
+/** For phrase sets without prefix patterns: no heads are looked up. */
+const NO_HEADS: { heads: readonly (string | undefined)[]; altHeads: readonly (string | undefined)[] } = { heads: [], altHeads: [] };
+
 /**
  * A set of phrase patterns indexed by the words they start with. Pattern language (space-separated elements):
  * `a|b` one of these words · `[a|b]` optional · `kill*` a prefix · `@NAME` a word set · `..3` up to 3 any words
@@ -348,6 +368,8 @@ export class PhraseSet<M> {
   private readonly count: number;
   /** Word elements, shared between patterns that spell them the same way, numbered for per-text caching. */
   private readonly elems = new Map<string, Elem>();
+  /** Per-text scratch arrays of find(), allocated once (find is synchronous and does not nest). */
+  private scratch: { elemPresent: Int8Array; tried: Int32Array; possible: Int8Array } | undefined;
 
   constructor(entries: readonly (readonly [string, M])[], sets: WordSets = {}) {
     let id = 0;
@@ -387,17 +409,19 @@ export class PhraseSet<M> {
   find(ts: TokenStream): PhraseHit<M>[] {
     const hits: PhraseHit<M>[] = [];
     // A pattern needing a word the text lacks is skipped up front; element answers are cached for this text.
-    const { present, present3 } = presenceOf(ts);
-    const elemPresent = new Int8Array(this.elems.size);
+    const presence = presenceOf(ts);
+    const scratch = (this.scratch ??= { elemPresent: new Int8Array(this.elems.size), tried: new Int32Array(this.count), possible: new Int8Array(this.count) });
+    const { elemPresent, tried, possible } = scratch;
+    elemPresent.fill(0);
+    tried.fill(-1);
+    possible.fill(0);
     const has = (elem: Extract<Elem, { kind: 'word' }>): boolean => {
       const known = elemPresent[elem.id];
       if (known !== 0) return known === 1;
-      const found = elemIn(elem, present, present3);
+      const found = elemIn(elem, presence);
       elemPresent[elem.id] = found ? 1 : -1;
       return found;
     };
-    const tried = new Int32Array(this.count).fill(-1);
-    const possible = new Int8Array(this.count);
     const tryAll = (list: Phrase<M>[] | undefined, i: number): void => {
       if (!list) return;
       for (const phrase of list) {
@@ -408,7 +432,7 @@ export class PhraseSet<M> {
         if (end >= 0) hits.push({ phrase, start: i, end });
       }
     };
-    const { heads, altHeads } = presenceOf(ts);
+    const { heads, altHeads } = this.prefix.size > 0 ? headsOf(ts, presence) : NO_HEADS;
     for (let i = 0; i < ts.tok.length; i++) {
       const t = ts.tok[i]!;
       if (t === BREAK) continue;
@@ -427,12 +451,15 @@ export class PhraseSet<M> {
 }
 
 interface Presence {
-  /** The distinct tokens (both forms) and their first three letters. */
+  /** The distinct tokens (both forms). */
   present: Set<string>;
-  present3: Set<string>;
-  /** Per token, its first three letters when it has three (the key of prefix patterns). */
-  heads: (string | undefined)[];
-  altHeads: (string | undefined)[];
+  /** The distinct tokens as an array, in order of first appearance (the order of `present`). */
+  presentList: string[];
+  /** Their first three letters (computed when a prefix element first asks). */
+  present3: Set<string> | undefined;
+  /** Per token, its first three letters when it has three (the key of prefix patterns; computed when first needed). */
+  heads: (string | undefined)[] | undefined;
+  altHeads: (string | undefined)[] | undefined;
 }
 
 const PRESENCE = new WeakMap<TokenStream, Presence>();
@@ -442,36 +469,51 @@ function presenceOf(ts: TokenStream): Presence {
   let cached = PRESENCE.get(ts);
   if (!cached) {
     const present = new Set<string>();
-    const present3 = new Set<string>();
-    const heads: (string | undefined)[] = [];
-    const altHeads: (string | undefined)[] = [];
-    const note = (t: string | undefined): string | undefined => {
-      if (t === undefined) return undefined;
-      const head = t.length >= 3 ? t.slice(0, 3) : undefined;
-      if (!present.has(t)) {
+    const presentList: string[] = [];
+    const note = (t: string | undefined): void => {
+      if (t !== undefined && !present.has(t)) {
         present.add(t);
-        present3.add(t.slice(0, 3));
+        presentList.push(t);
       }
-      return head;
     };
     for (let i = 0; i < ts.tok.length; i++) {
-      heads.push(note(ts.tok[i]));
-      altHeads.push(note(ts.alt[i]));
+      note(ts.tok[i]);
+      note(ts.alt[i]);
     }
-    cached = { present, present3, heads, altHeads };
+    cached = { present, presentList, present3: undefined, heads: undefined, altHeads: undefined };
     PRESENCE.set(ts, cached);
   }
   return cached;
 }
 
-/** Whether a text with these tokens has any word of the element. */
-function elemIn(elem: Extract<Elem, { kind: 'word' }>, present: ReadonlySet<string>, present3: ReadonlySet<string>): boolean {
-  if (elem.words.size < present.size) {
-    for (const w of elem.words) if (present.has(w)) return true;
-  } else {
-    for (const t of present) if (elem.words.has(t)) return true;
+function present3Of(presence: Presence): Set<string> {
+  if (!presence.present3) {
+    const present3 = new Set<string>();
+    for (const t of presence.presentList) present3.add(t.slice(0, 3));
+    presence.present3 = present3;
   }
-  for (const p of elem.prefixes) if (p.length < 3 || present3.has(p.slice(0, 3))) return true;
+  return presence.present3;
+}
+
+function headsOf(ts: TokenStream, presence: Presence): { heads: (string | undefined)[]; altHeads: (string | undefined)[] } {
+  if (!presence.heads || !presence.altHeads) {
+    const head = (t: string | undefined): string | undefined => (t !== undefined && t.length >= 3 ? t.slice(0, 3) : undefined);
+    presence.heads = ts.tok.map(head);
+    presence.altHeads = ts.alt.map(head);
+  }
+  return { heads: presence.heads, altHeads: presence.altHeads };
+}
+
+/** Whether a text with these tokens has any word of the element. */
+function elemIn(elem: Extract<Elem, { kind: 'word' }>, presence: Presence): boolean {
+  const { present, presentList } = presence;
+  if (elem.words.size < present.size) {
+    const words = elem.wordList;
+    for (let i = 0; i < words.length; i++) if (present.has(words[i]!)) return true;
+  } else {
+    for (let i = 0; i < presentList.length; i++) if (elem.words.has(presentList[i]!)) return true;
+  }
+  for (const p of elem.prefixes) if (p.length < 3 || present3Of(presence).has(p.slice(0, 3))) return true;
   return false;
 }
 

@@ -14,6 +14,10 @@ import type { Span } from './types.js';
  *   of 20+ token characters found by probing every 20th character.
  * - Cheap pre-checks skip whole detectors (no '@': no email; no digit: no numeric detector; ...), and context words
  *   are only looked up in a short window before a candidate that needs them.
+ * - One pass over the text's code units (indexText) finds the runs of digits, the words that may start a keyword or a
+ *   street type, and runs of capitals. The number, keyword, SWIFT and street patterns are then tried (sticky) only
+ *   where they can start, left to right without overlaps exactly as a global search would find them, instead of each
+ *   scanning the whole text; the simplest (card, phone, IBAN start) are followed in code.
  * - Categories that are ambiguous without context only match near a keyword: passport numbers, dates of birth,
  *   all-letter SWIFT/BIC codes, AWS secret keys, bare (unformatted) phone numbers, and the national ids whose check
  *   digit alone is too weak (Dutch BSN, Polish PESEL, a bare Brazilian CPF, Indian Aadhaar).
@@ -102,8 +106,17 @@ function hasDigit(text: string): boolean {
 }
 
 function digitsOf(s: string): string {
+  // Whole runs of digits appended at once (a few concatenations rather than one per digit).
   let out = '';
-  for (let i = 0; i < s.length; i++) if (isDigit(s.charCodeAt(i))) out += s.charAt(i);
+  let run = -1;
+  for (let i = 0; i <= s.length; i++) {
+    if (i < s.length && isDigit(s.charCodeAt(i))) {
+      if (run === -1) run = i;
+    } else if (run !== -1) {
+      out += run === 0 && i === s.length ? s : s.slice(run, i);
+      run = -1;
+    }
+  }
   return out;
 }
 
@@ -525,9 +538,10 @@ const KW_NATIONAL = 5;
 const KW_KINDS = 6;
 
 /**
- * One case-insensitive pass for every anchoring keyword, `\b` (ASCII) before it. Passport and birth words may take a
- * suffix ("Reisepassnummer", "doğum tarihim"); the others must end at a word boundary (checked in code). Longer words
- * come first in each group, and the postfix group ("doğumlu") before "doğum".
+ * Every anchoring keyword, case-insensitive, `\b` (ASCII) before it. Passport and birth words may take a suffix
+ * ("Reisepassnummer", "doğum tarihim"); the others must end at a word boundary (checked in code). Longer words come
+ * first in each group, and the postfix group ("doğumlu") before "doğum". Sticky: tried only at the starts of words
+ * that begin like a keyword (KEYWORD_PREFIXES), left to right without overlaps as a global search would.
  */
 const KEYWORD_RE = new RegExp(
   '\\b(?:' +
@@ -540,8 +554,39 @@ const KEYWORD_RE = new RegExp(
     '|(ssn|social security(?: number| no\\.?)?|soc\\. ?sec\\.?)' +
     '|(bsn|burgerservicenummer|sofinummer|pesel|cpf|aadhaar|aadhar|uidai)' +
     ')',
-  'gi',
+  'iy',
 );
+
+/**
+ * The first three characters of every word KEYWORD_RE matches, lower-case. Without the `u` flag, `i` matches ASCII
+ * letters only to ASCII letters, and é/É, ğ/Ğ to each other.
+ */
+const KEYWORD_PREFIXES = [
+  'aad', 'aws', 'bir', 'bor', 'bsn', 'bur', 'cpf', 'd. ', 'd.o', 'd.t', 'dat', 'dob', 'doğ', 'fec', 'geb', 'nac', 'nas',
+  'nat', 'ne ', 'ne(', 'nee', 'né ', 'né(', 'née', 'pas', 'pes', 'rei', 'sec', 'soc', 'sof', 'ssn', 'uid',
+];
+/** Characters of the keyword prefixes, folded to 1-31 (letters to one case); 0 for any other. */
+const KEYWORD_FOLD = new Uint8Array(0x120);
+for (let c = 0; c < 26; c++) KEYWORD_FOLD[65 + c] = KEYWORD_FOLD[97 + c] = c + 1;
+KEYWORD_FOLD[32] = 27; // ' '
+KEYWORD_FOLD[46] = 28; // .
+KEYWORD_FOLD[40] = 29; // (
+KEYWORD_FOLD[0xc9] = KEYWORD_FOLD[0xe9] = 30; // É é
+KEYWORD_FOLD[0x11e] = KEYWORD_FOLD[0x11f] = 31; // Ğ ğ
+const KEYWORD_PREFIX_SET = new Uint8Array(32 * 32 * 32);
+for (const w of KEYWORD_PREFIXES) {
+  KEYWORD_PREFIX_SET[KEYWORD_FOLD[w.charCodeAt(0)]! * 1024 + KEYWORD_FOLD[w.charCodeAt(1)]! * 32 + KEYWORD_FOLD[w.charCodeAt(2)]!] = 1;
+}
+
+/** Whether a keyword may start at `i` (its first three characters are a KEYWORD_PREFIXES entry, in any case). */
+function keywordPrefixAt(codes: Uint16Array, i: number): boolean {
+  if (i + 2 >= codes.length) return false;
+  const a = codes[i]!;
+  const b = codes[i + 1]!;
+  const c = codes[i + 2]!;
+  if (a >= 0x120 || b >= 0x120 || c >= 0x120) return false;
+  return KEYWORD_PREFIX_SET[KEYWORD_FOLD[a]! * 1024 + KEYWORD_FOLD[b]! * 32 + KEYWORD_FOLD[c]!] === 1;
+}
 
 /** Context words tested in a short window before a candidate (never a pass over the whole text). */
 const PHONE_WORDS =
@@ -561,15 +606,135 @@ interface Hits {
   words: string[];
 }
 
+/** Maximal runs of ASCII digits, [starts[k], ends[k]) in order of start. */
+interface DigitRuns {
+  starts: number[];
+  ends: number[];
+}
+
+/** For the first character of a word: 1 when a keyword may start with it (either case), 2 when a street type may. */
+const WORD_START_FLAGS = new Uint8Array(128);
+for (const w of KEYWORD_PREFIXES) {
+  WORD_START_FLAGS[w.charCodeAt(0)] = WORD_START_FLAGS[w.toUpperCase().charCodeAt(0)] = 1;
+}
+/** Street types written before the name (Spanish, Catalan, Italian, Portuguese): see STREET_TYPE_FIRST_RE. */
+const STREET_TYPES = ['Calle', 'C/', 'Avenida', 'Avda.', 'Av.', 'Plaza', 'Paseo', 'Carrer', 'Camino', 'Ronda', 'Via', 'Viale', 'Piazza', 'Corso', 'Largo', 'Vicolo', 'Rua', 'Travessa', 'Praça', 'Alameda'];
+/** STREET_TYPES by the code of their first character. */
+const STREET_TYPES_BY_FIRST: Array<string[] | undefined> = [];
+for (const w of STREET_TYPES) {
+  const c = w.charCodeAt(0);
+  WORD_START_FLAGS[c] = WORD_START_FLAGS[c]! | 2;
+  (STREET_TYPES_BY_FIRST[c] ??= []).push(w);
+}
+
+function streetTypeAt(codes: Uint16Array, i: number): boolean {
+  for (const w of STREET_TYPES_BY_FIRST[codes[i]!] ?? []) if (codesStartWith(codes, i, w)) return true;
+  return false;
+}
+
+/** What one pass over the text finds for the detectors that start at digits, keywords or capitals. */
+interface TextIndex extends DigitRuns {
+  /** Starts of ASCII words that begin like a keyword (keywordPrefixAt). */
+  keywords: number[];
+  /** Starts of runs of 6+ ASCII capitals with no letter or digit before them (SWIFT/BIC candidates). */
+  capitals: number[];
+  /** Starts of ASCII words that begin with a street type (STREET_TYPES). */
+  streetTypes: number[];
+}
+
+/** ASCII character classes for indexText (0: not a word character): 1 digit, 2 capital, 3 small letter, 4 underscore. */
+const CHAR_CLASS = new Uint8Array(128);
+for (let c = 48; c <= 57; c++) CHAR_CLASS[c] = 1;
+for (let c = 65; c <= 90; c++) CHAR_CLASS[c] = 2;
+for (let c = 97; c <= 122; c++) CHAR_CLASS[c] = 3;
+CHAR_CLASS[95] = 4;
+
+/**
+ * One pass over the text (the only one most detectors need): walks the runs of ASCII word characters (`\w` without
+ * the `u` flag), recording the runs of digits in them, the starts of those that begin like a keyword or a street type
+ * (the start of such a run is a `\b`), and runs of 6+ capitals at the start of a run or after an underscore.
+ */
+function indexText(codes: Uint16Array): TextIndex {
+  const starts: number[] = [];
+  const ends: number[] = [];
+  const keywords: number[] = [];
+  const capitals: number[] = [];
+  const streetTypes: number[] = [];
+  const n = codes.length;
+  let i = 0;
+  while (i < n) {
+    const first = codes[i]!;
+    if (first >= 128 || CHAR_CLASS[first] === 0) {
+      i++;
+      continue;
+    }
+    // A run of ASCII word characters starts at i (a `\b` when it starts with a letter).
+    const flags = WORD_START_FLAGS[first]!;
+    if (flags !== 0) {
+      if ((flags & 1) !== 0 && keywordPrefixAt(codes, i)) keywords.push(i);
+      if ((flags & 2) !== 0 && streetTypeAt(codes, i)) streetTypes.push(i);
+    }
+    const wordStart = i;
+    while (i < n) {
+      const c = codes[i]!;
+      if (c >= 97 && c <= 122) i++;
+      else if (c >= 48 && c <= 57) {
+        starts.push(i);
+        i++;
+        while (i < n && isDigit(codes[i]!)) i++;
+        ends.push(i);
+      } else if (c >= 65 && c <= 90) {
+        if (i === wordStart || codes[i - 1] === 95) {
+          const start = i;
+          i++;
+          while (i < n && isAsciiUpper(codes[i]!)) i++;
+          if (i - start >= 6) capitals.push(start);
+        } else i++;
+      } else if (c === 95) i++;
+      else break;
+    }
+  }
+  return { starts, ends, keywords, capitals, streetTypes };
+}
+
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+/** Texts up to this many characters are copied into one buffer, reused from scan to scan (scans are synchronous). */
+const CODE_BUFFER_CHARS = 1 << 20;
+let codeBuffer: Buffer | undefined;
+
+/**
+ * The UTF-16 code units of `text` as an array: loops that look at every character read it rather than charCodeAt(),
+ * which is several times slower on sliced strings. Copied natively.
+ */
+function charCodes(text: string): Uint16Array {
+  const n = text.length;
+  let buffer: Buffer;
+  if (n <= CODE_BUFFER_CHARS) {
+    if (!codeBuffer || codeBuffer.length < 2 * n) codeBuffer = Buffer.allocUnsafeSlow(Math.max(2 * n, 1 << 15));
+    buffer = codeBuffer;
+  } else buffer = Buffer.allocUnsafeSlow(2 * n);
+  if (LITTLE_ENDIAN && buffer.byteOffset % 2 === 0 && buffer.write(text, 0, 'utf16le') === 2 * n) {
+    return new Uint16Array(buffer.buffer, buffer.byteOffset, n);
+  }
+  const codes = new Uint16Array(n);
+  for (let i = 0; i < n; i++) codes[i] = text.charCodeAt(i);
+  return codes;
+}
+
 class Scan {
   readonly candidates: Candidate[] = [];
   private hits: Hits[] | undefined;
   private urls: Array<[number, number]> | undefined;
+  private indexed: TextIndex | undefined;
+  /** The text's code units (valid during this scan only: the buffer is reused). */
+  readonly codes: Uint16Array;
 
   constructor(
     readonly text: string,
     readonly enabled: ReadonlySet<PiiCategory>,
-  ) {}
+  ) {
+    this.codes = charCodes(text);
+  }
 
   on(category: PiiCategory): boolean {
     return this.enabled.has(category);
@@ -583,22 +748,42 @@ class Scan {
     if (!this.hits) {
       const hits: Hits[] = [];
       for (let k = 0; k < KW_KINDS; k++) hits.push({ starts: [], ends: [], words: [] });
-      KEYWORD_RE.lastIndex = 0;
-      for (let m = KEYWORD_RE.exec(this.text); m; m = KEYWORD_RE.exec(this.text)) {
-        const end = m.index + m[0].length;
+      let from = 0;
+      for (const start of this.index().keywords) {
+        if (start < from) continue;
+        KEYWORD_RE.lastIndex = start;
+        const m = KEYWORD_RE.exec(this.text);
+        if (!m) continue;
+        const end = start + m[0].length;
+        from = end;
         let k = 0;
         while (k < KW_KINDS && m[k + 1] === undefined) k++;
         // Passport and birth words take suffixes ("Reisepassnummer", "doğum tarihim"); the others are whole words.
         if (k > KW_BIRTH && isWordAt(this.text, end)) continue;
         const h = hits[k];
         if (!h) continue;
-        h.starts.push(m.index);
+        h.starts.push(start);
         h.ends.push(end);
         h.words.push(k === KW_NATIONAL ? m[0].toLowerCase() : '');
       }
       this.hits = hits;
     }
     return this.hits[kind] ?? { starts: [], ends: [], words: [] };
+  }
+
+  /**
+   * The runs of digits (computed once). Every number-shaped pattern starts at or just before the first digit of a run
+   * (its lookbehind rules out a digit before it), so the detectors try their pattern (sticky) only at the runs whose
+   * length and neighbours can fit, instead of running it over the whole text.
+   */
+  digitRuns(): DigitRuns {
+    return this.index();
+  }
+
+  /** The digit runs, keyword and capital-run candidates (one pass over the text, computed once). */
+  index(): TextIndex {
+    if (!this.indexed) this.indexed = indexText(this.codes);
+    return this.indexed;
   }
 
   /** URL spans (computed once, whether or not the url category is on: generic tokens inside URLs are skipped). */
@@ -661,6 +846,12 @@ function domainValid(domain: string): boolean {
   if (!ascii) for (const label of domain.split('.')) if (!DOMAIN_LABEL.test(label)) return false;
   const tld = domain.slice(lastLabel).toLowerCase();
   if (tld.startsWith('xn--')) return true;
+  if (ascii) {
+    // TLD (2-24 letters) without the Unicode regex.
+    if (tld.length < 2 || tld.length > 24) return false;
+    for (let i = 0; i < tld.length; i++) if (!isAsciiLetter(tld.charCodeAt(i))) return false;
+    return !FILE_EXTENSIONS.has(tld);
+  }
   return TLD.test(tld) && !FILE_EXTENSIONS.has(tld);
 }
 
@@ -725,10 +916,10 @@ for (const ch of '<>"\'`{}|\\^\u007f') URL_STOP[ch.charCodeAt(0)] = 1;
 const UNICODE_SPACE = /\s/;
 
 /** End of the run of URL characters starting at `start`. */
-function urlRunEnd(text: string, start: number): number {
+function urlRunEnd(text: string, codes: Uint16Array, start: number): number {
   let e = start;
-  while (e < text.length) {
-    const c = text.charCodeAt(e);
+  while (e < codes.length) {
+    const c = codes[e]!;
     if (c < 128 ? URL_STOP[c] === 1 : UNICODE_SPACE.test(text.charAt(e))) break;
     e++;
   }
@@ -738,26 +929,35 @@ function urlRunEnd(text: string, start: number): number {
 const IPV4_EXACT = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
 
 /** Trailing punctuation is prose, not URL; a closing bracket stays only when the URL opened one. */
-function trimUrlEnd(text: string, start: number, end: number): number {
-  const body = text.slice(start, end);
-  const open = { ')': 0, ']': 0 };
-  const close = { ')': 0, ']': 0 };
-  for (let i = 0; i < body.length; i++) {
-    const ch = body.charAt(i);
-    if (ch === '(') open[')']++;
-    else if (ch === '[') open[']']++;
-    else if (ch === ')') close[')']++;
-    else if (ch === ']') close[']']++;
+function trimUrlEnd(codes: Uint16Array, start: number, end: number): number {
+  let openParens = 0;
+  let openBrackets = 0;
+  let closeParens = 0;
+  let closeBrackets = 0;
+  for (let i = start; i < end; i++) {
+    const c = codes[i]!;
+    if (c === 40) openParens++;
+    else if (c === 91) openBrackets++;
+    else if (c === 41) closeParens++;
+    else if (c === 93) closeBrackets++;
   }
   while (end > start) {
-    const ch = text.charAt(end - 1);
-    if ('.,;:!?*_~'.includes(ch)) end--;
-    else if ((ch === ')' || ch === ']') && close[ch] > open[ch]) {
-      close[ch]--;
+    const c = codes[end - 1]!;
+    if (isUrlTrailingPunctuation(c)) end--;
+    else if (c === 41 && closeParens > openParens) {
+      closeParens--;
+      end--;
+    } else if (c === 93 && closeBrackets > openBrackets) {
+      closeBrackets--;
       end--;
     } else break;
   }
   return end;
+}
+
+/** . , ; : ! ? * _ ~ */
+function isUrlTrailingPunctuation(c: number): boolean {
+  return c === 46 || c === 44 || c === 59 || c === 58 || c === 33 || c === 63 || c === 42 || c === 95 || c === 126;
 }
 
 interface UrlParts {
@@ -768,10 +968,11 @@ interface UrlParts {
 function splitUrl(url: string): UrlParts | undefined {
   const schemeEnd = url.indexOf('://');
   const rest = schemeEnd >= 0 && schemeEnd < 8 ? url.slice(schemeEnd + 3) : url;
-  let authorityEnd = rest.length;
-  for (const ch of ['/', '?', '#']) {
-    const i = rest.indexOf(ch);
-    if (i >= 0 && i < authorityEnd) authorityEnd = i;
+  let authorityEnd = 0;
+  while (authorityEnd < rest.length) {
+    const c = rest.charCodeAt(authorityEnd);
+    if (c === 47 || c === 63 || c === 35) break; // / ? #
+    authorityEnd++;
   }
   const authority = rest.slice(0, authorityEnd);
   const at = authority.lastIndexOf('@');
@@ -794,7 +995,7 @@ function splitUrl(url: string): UrlParts | undefined {
 function urlHostValid(host: string): boolean {
   if (host.startsWith('[')) return ipv6Valid(host.slice(1, -1));
   const h = host.toLowerCase();
-  return h === 'localhost' || IPV4_EXACT.test(h) || domainValid(h);
+  return h === 'localhost' || (isDigit(h.charCodeAt(0)) && IPV4_EXACT.test(h)) || domainValid(h);
 }
 
 const SOCIAL_HOSTS: Record<string, 'one' | 'at' | 'linkedin'> = {
@@ -820,7 +1021,9 @@ const SOCIAL_RESERVED = new Set([
 ]);
 
 function socialProfile(parts: UrlParts): boolean {
-  const host = parts.host.toLowerCase().replace(/^(?:www|m|mobile)\./, '');
+  const lower = parts.host.toLowerCase();
+  // As `.replace(/^(?:www|m|mobile)\./, '')`.
+  const host = lower.startsWith('www.') ? lower.slice(4) : lower.startsWith('m.') ? lower.slice(2) : lower.startsWith('mobile.') ? lower.slice(7) : lower;
   const kind = SOCIAL_HOSTS[host];
   if (!kind) return false;
   const path = parts.path.split(/[?#]/, 1)[0] ?? '';
@@ -846,7 +1049,7 @@ const MAX_URL = 2048;
  * for trimming its end, after which the starts it covers are skipped.
  */
 function findUrls(scan: Scan): Array<[number, number]> {
-  const { text } = scan;
+  const { text, codes } = scan;
   const spans: Array<[number, number]> = [];
   const starts: number[] = [];
   for (let i = text.indexOf('://'); i !== -1; i = text.indexOf('://', i + 3)) {
@@ -867,7 +1070,7 @@ function findUrls(scan: Scan): Array<[number, number]> {
   for (const start of starts) {
     if (start < covered) continue;
     if (start >= runEnd) {
-      runEnd = urlRunEnd(text, start);
+      runEnd = urlRunEnd(text, codes, start);
     }
     const end = Math.min(runEnd, start + MAX_URL);
     const sep = text.indexOf('://', start);
@@ -875,7 +1078,7 @@ function findUrls(scan: Scan): Array<[number, number]> {
     let authorityEnd = schemeEnd;
     let dots = 0;
     for (; authorityEnd < end && authorityEnd - schemeEnd <= MAX_AUTHORITY; authorityEnd++) {
-      const c = text.charCodeAt(authorityEnd);
+      const c = codes[authorityEnd]!;
       if (c === 47 || c === 63 || c === 35) break; // / ? #
       if (c === 46) dots++;
     }
@@ -883,12 +1086,12 @@ function findUrls(scan: Scan): Array<[number, number]> {
     // A host is a dotted name or address, [IPv6] or localhost.
     if (dots === 0 && text.charCodeAt(schemeEnd) !== 91 && !/localhost|@/i.test(text.slice(schemeEnd, authorityEnd))) continue;
     let hostEnd = authorityEnd;
-    while (hostEnd > schemeEnd && '.,;:!?*_~)]'.includes(text.charAt(hostEnd - 1))) hostEnd--; // prose after a bare host
+    while (hostEnd > schemeEnd && (isUrlTrailingPunctuation(codes[hostEnd - 1]!) || codes[hostEnd - 1] === 41 || codes[hostEnd - 1] === 93)) hostEnd--; // prose after a bare host
     const authority = splitUrl(text.slice(start, hostEnd));
     if (!authority || !urlHostValid(authority.host)) continue;
-    const trimmed = trimUrlEnd(text, start, end);
+    const trimmed = trimUrlEnd(codes, start, end);
     const parts = splitUrl(text.slice(start, trimmed));
-    if (!parts || !urlHostValid(parts.host)) continue;
+    if (!parts || (parts.host !== authority.host && !urlHostValid(parts.host))) continue;
     spans.push([start, trimmed]);
     covered = trimmed;
     scan.push(socialProfile(parts) ? 'social_handle' : 'url', start, trimmed);
@@ -905,17 +1108,18 @@ const SOCIAL_SITE_BEFORE_DOT = /(?:^|[^\w.@/-])((?:(?:www|m|mobile)\.)?(?:twitte
 /** Profile URLs written without a scheme, found from each ".com/" or ".net/". */
 function detectBareSocialUrls(scan: Scan): void {
   const { text } = scan;
-  for (const tld of ['.com/', '.net/']) {
-    for (let i = text.indexOf(tld); i !== -1; i = text.indexOf(tld, i + 5)) {
-      const site = SOCIAL_SITE_BEFORE_DOT.exec(text.slice(Math.max(0, i - 20), i));
-      if (!site) continue;
-      const start = i - (site[1] ?? '').length;
-      const runEnd = urlRunEnd(text, i);
-      if (runEnd - start > 300) continue; // a profile URL is short
-      const end = trimUrlEnd(text, start, runEnd);
-      const parts = splitUrl(text.slice(start, end));
-      if (parts && socialProfile(parts)) scan.push('social_handle', start, end);
-    }
+  // Each ".com/" and ".net/", found from its '/' (rarer in prose than '.').
+  for (let slash = text.indexOf('/', 4); slash !== -1; slash = text.indexOf('/', slash + 1)) {
+    const i = slash - 4;
+    if (text.charCodeAt(i) !== 46 || !(text.startsWith('com', i + 1) || text.startsWith('net', i + 1))) continue;
+    const site = SOCIAL_SITE_BEFORE_DOT.exec(text.slice(Math.max(0, i - 20), i));
+    if (!site) continue;
+    const start = i - (site[1] ?? '').length;
+    const runEnd = urlRunEnd(text, scan.codes, i);
+    if (runEnd - start > 300) continue; // a profile URL is short
+    const end = trimUrlEnd(scan.codes, start, runEnd);
+    const parts = splitUrl(text.slice(start, end));
+    if (parts && socialProfile(parts)) scan.push('social_handle', start, end);
   }
 }
 
@@ -991,7 +1195,8 @@ function detectHandles(scan: Scan): void {
 // ---------------------------------------------------------------------------------------------------------------
 // IP addresses
 
-const IPV4_RE = /(?<![\w.])(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}(?!\w|\.\d)/g;
+/** Sticky: tried at runs of 1-3 digits followed by '.'. */
+const IPV4_RE = /(?<![\w.])(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}(?!\w|\.\d)/y;
 const VERSION_CONTEXT = /(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\bsection|\bchapter|§|\bstep|\bclause|\brev\.?|\brevision|\bsdk|\bos)\s*:?\s*$/i;
 
 /** Number of hex groups (an embedded IPv4 counts as two), or -1 when `s` is not an IPv6 address. Parsed in one pass. */
@@ -1038,9 +1243,19 @@ function ipv6Valid(s: string): boolean {
 function detectIps(scan: Scan): void {
   const { text } = scan;
   if (text.indexOf('.') !== -1 && hasDigit(text)) {
-    IPV4_RE.lastIndex = 0;
-    for (let m = IPV4_RE.exec(text); m; m = IPV4_RE.exec(text)) {
-      const end = m.index + m[0].length;
+    const { codes } = scan;
+    const { starts, ends } = scan.digitRuns();
+    let from = 0;
+    for (let k = 0; k < starts.length; k++) {
+      const start = starts[k]!;
+      if (start < from || ends[k]! - start > 3 || codes[ends[k]!] !== 46) continue;
+      const before = codes[start - 1];
+      if (before !== undefined && (isAsciiWordCode(before) || before === 46)) continue;
+      IPV4_RE.lastIndex = start;
+      const m = IPV4_RE.exec(text);
+      if (!m) continue;
+      const end = start + m[0].length;
+      from = end;
       if (VERSION_CONTEXT.test(text.slice(Math.max(0, m.index - 16), m.index))) continue;
       if (text.charAt(end) === '-' && /[A-Za-z]/.test(text.charAt(end + 1))) continue; // 1.2.3.4-beta
       scan.push('ip_address', m.index, end);
@@ -1079,8 +1294,37 @@ function isHexCode(c: number): boolean {
 // ---------------------------------------------------------------------------------------------------------------
 // Numbers: cards, SSNs, national ids, IBANs, phones
 
-/** Digit groups separated by single spaces or dashes; the whole chain must be the card (checked in code). */
-const CARD_RE = /(?<![\w.,/-])\d(?:[ -]?\d){12,40}/g;
+/** ASCII word characters (`\w` without the `u` flag). */
+function isAsciiWordCode(c: number): boolean {
+  return isAsciiAlnum(c) || c === 95;
+}
+
+/**
+ * Cards are the matches of `(?<![\w.,/-])\d(?:[ -]?\d){12,40}`: digit groups separated by single spaces or dashes (the
+ * whole chain must be the card, checked in code). This is the end of its match at the start of run `k` (the lookbehind
+ * checked by the caller), or -1: the pattern is greedy and each repetition takes one digit, so it matches the chain of
+ * runs joined by single spaces or dashes, up to 41 digits, when that holds 13+.
+ */
+function cardMatchEnd(codes: Uint16Array, runs: DigitRuns, k: number): number {
+  const { starts, ends } = runs;
+  let count = 0;
+  for (let j = k; ; j++) {
+    const length = ends[j]! - starts[j]!;
+    if (count + length >= 41) return starts[j]! + 41 - count;
+    count += length;
+    const end = ends[j]!;
+    const c = codes[end];
+    if (j + 1 >= starts.length || starts[j + 1] !== end + 1 || (c !== 32 && c !== 45)) return count >= 13 ? end : -1;
+  }
+}
+
+/** Whether the digit runs from run `k` on, each at most 2 characters after the one before, hold 7+ digits. */
+function phoneChainAt(runs: DigitRuns, k: number): boolean {
+  const { starts, ends } = runs;
+  let count = ends[k]! - starts[k]!;
+  for (let j = k; count < 7 && j + 1 < starts.length && starts[j + 1]! - ends[j]! <= 2; j++) count += ends[j + 1]! - starts[j + 1]!;
+  return count >= 7;
+}
 
 /**
  * Whether the number starting at `start` continues a chain of digit groups before it ("1234 5678 ..."): then it is
@@ -1095,44 +1339,65 @@ function continuesDigitChain(text: string, start: number): boolean {
   return before !== 46 && before !== 58 && before !== 44;
 }
 
-function lengthOf(s: string): number {
-  return s.length;
-}
-
+/**
+ * `raw` (digits with single spaces or dashes between them): one kind of separator, in groups of four (the last up to
+ * four), or 4-6-5 / 4-6-4 (American Express, Diners).
+ */
 function cardGroupingOk(raw: string): boolean {
-  const seps = raw.replace(/\d/g, '');
-  if (seps === '') return true;
-  if (!/^(?: +|-+)$/.test(seps)) return false; // one kind of separator
-  const groups = raw.split(/[ -]/);
+  let sep = 0;
+  let groups = 0;
+  let length = 0;
   let fours = true;
-  for (let i = 0; i < groups.length; i++) {
-    const l = groups[i]!.length;
-    if (l === 0) return false;
-    if (i < groups.length - 1 ? l !== 4 : l > 4) fours = false;
+  let shape = 0; // the first three group lengths, 4 bits each; 0 once a fourth group appears
+  for (let i = 0; i <= raw.length; i++) {
+    const c = i < raw.length ? raw.charCodeAt(i) : -1;
+    if (isDigit(c)) {
+      length++;
+      continue;
+    }
+    if (c !== -1) {
+      if (c !== 32 && c !== 45) return false;
+      if (sep === 0) sep = c;
+      else if (c !== sep) return false; // one kind of separator
+    } else if (sep === 0) return true;
+    if (length === 0) return false;
+    if (c !== -1 ? length !== 4 : length > 4) fours = false;
+    groups++;
+    shape = groups <= 3 ? shape | (Math.min(length, 15) << (4 * (groups - 1))) : 0;
+    length = 0;
   }
   if (fours) return true;
-  const shape = groups.map(lengthOf).join(',');
-  return shape === '4,6,5' || shape === '4,6,4';
+  return groups === 3 && (shape === (4 | (6 << 4) | (5 << 8)) || shape === (4 | (6 << 4) | (4 << 8)));
 }
 
 function detectCards(scan: Scan): void {
   const { text } = scan;
-  CARD_RE.lastIndex = 0;
-  for (let m = CARD_RE.exec(text); m; m = CARD_RE.exec(text)) {
-    let raw = m[0];
-    const after = m.index + raw.length;
-    if (continuesDigitChain(text, m.index) || (isNumericSep(text.charCodeAt(after)) && isDigit(text.charCodeAt(after + 1)) && text.charCodeAt(after) !== 46)) continue;
+  const { codes } = scan;
+  const runs = scan.digitRuns();
+  const { starts } = runs;
+  let from = 0;
+  for (let k = 0; k < starts.length; k++) {
+    const start = starts[k]!;
+    if (start < from) continue;
+    const prev = codes[start - 1]!;
+    if (isAsciiWordCode(prev) || prev === 46 || prev === 44 || prev === 47 || prev === 45) continue;
+    const after = cardMatchEnd(codes, runs, k);
+    if (after === -1) continue;
+    let raw = text.slice(start, after);
+    from = after;
+    if (continuesDigitChain(text, start) || (isNumericSep(text.charCodeAt(after)) && isDigit(text.charCodeAt(after + 1)) && text.charCodeAt(after) !== 46)) continue;
     // "4111 1111 1111 1111 192.168.1.10": the last group belongs to the token that follows.
-    raw = raw.slice(0, lengthBeforeGluedTail(text, m.index, raw));
+    raw = raw.slice(0, lengthBeforeGluedTail(text, start, raw));
     const digits = digitsOf(raw);
     if (digits.length < 13 || digits.length > 19) continue;
     if (cardGroupingOk(raw) && !allSameChar(digits) && cardIssuerKnown(digits) && luhnValid(digits)) {
-      scan.push('credit_card', m.index, m.index + raw.length);
+      scan.push('credit_card', start, start + raw.length);
     }
   }
 }
 
-const SSN_RE = /(?<![\w-])(\d{3})-(\d{2})-(\d{4})(?![\w-])/g;
+/** Sticky: tried at runs of three digits followed by '-'. */
+const SSN_RE = /(?<![\w-])(\d{3})-(\d{2})-(\d{4})(?![\w-])/y;
 
 function ssnValid(area: string, group: string, serial: string): boolean {
   return area !== '000' && area !== '666' && !area.startsWith('9') && group !== '00' && serial !== '0000';
@@ -1141,9 +1406,19 @@ function ssnValid(area: string, group: string, serial: string): boolean {
 function detectSsns(scan: Scan): void {
   const { text } = scan;
   if (text.indexOf('-') === -1) return;
-  SSN_RE.lastIndex = 0;
-  for (let m = SSN_RE.exec(text); m; m = SSN_RE.exec(text)) {
-    if (ssnValid(m[1] ?? '', m[2] ?? '', m[3] ?? '')) scan.push('us_ssn', m.index, m.index + m[0].length);
+  const { codes } = scan;
+  const { starts, ends } = scan.digitRuns();
+  let from = 0;
+  for (let k = 0; k < starts.length; k++) {
+    const start = starts[k]!;
+    if (start < from || ends[k]! - start !== 3 || codes[start + 3] !== 45) continue;
+    const before = codes[start - 1];
+    if (before !== undefined && (isAsciiWordCode(before) || before === 45)) continue;
+    SSN_RE.lastIndex = start;
+    const m = SSN_RE.exec(text);
+    if (!m) continue;
+    from = start + m[0].length;
+    if (ssnValid(m[1] ?? '', m[2] ?? '', m[3] ?? '')) scan.push('us_ssn', start, from);
   }
 }
 
@@ -1152,15 +1427,36 @@ function detectSsns(scan: Scan): void {
  * (ddd.ddd.ddd-dd), Chinese resident id (17 digits + check), Spanish DNI and NIE, Finnish HETU, Swedish personnummer,
  * Italian codice fiscale. (Dutch BSN, Polish PESEL, a bare CPF and Indian Aadhaar need a keyword: see detectByKeyword.)
  */
-// The first character is consumed before the lookbehind so the engine can skip straight to digits (or capitals).
+// Sticky, tried only at the runs of digits that can fit: a run of 11 (TCKN), 3 then '.' (CPF), 17 or 18 (China), 8 (DNI,
+// personnummer), 6 (HETU, personnummer); the letter forms at 6 capitals before a run of 2 (codice fiscale), or a
+// capital (and '-') before a run of 7 (NIE).
 const NATIONAL_DIGITS_RE =
-  /\d(?<![\w.,/+-]\d)(?:(\d{10})|(\d{2}\.\d{3}\.\d{3}-\d{2})|(\d{16}[\dXx])|(\d{7}-?[A-Z])|(\d{5}[-+A-FU-Y]\d{3}[0-9A-Y])|((?:\d{2})?\d{5}[-+]\d{4}))(?![\w-]|[.,]\d)/g;
-const NATIONAL_LETTERS_RE = /[A-Z](?<![\w.,/+-][A-Z])(?:([A-Z]{5}\d{2}[A-EHLMPR-T]\d{2}[A-Z]\d{3}[A-Z])|(-?\d{7}-?[A-Z]))(?![\w-])/g;
+  /\d(?<![\w.,/+-]\d)(?:(\d{10})|(\d{2}\.\d{3}\.\d{3}-\d{2})|(\d{16}[\dXx])|(\d{7}-?[A-Z])|(\d{5}[-+A-FU-Y]\d{3}[0-9A-Y])|((?:\d{2})?\d{5}[-+]\d{4}))(?![\w-]|[.,]\d)/y;
+const NATIONAL_LETTERS_RE = /[A-Z](?<![\w.,/+-][A-Z])(?:([A-Z]{5}\d{2}[A-EHLMPR-T]\d{2}[A-Z]\d{3}[A-Z])|(-?\d{7}-?[A-Z]))(?![\w-])/y;
+
+function isAsciiUpper(c: number): boolean {
+  return c >= 65 && c <= 90;
+}
+
+/** The national id patterns' lookbehind: not after `[\w.,/+-]` (`c` undefined before the text). */
+function nationalIdMayFollow(c: number | undefined): boolean {
+  return c === undefined || !(isAsciiWordCode(c) || c === 46 || c === 44 || c === 47 || c === 43 || c === 45);
+}
 
 function detectNationalIds(scan: Scan): void {
-  const { text } = scan;
-  NATIONAL_DIGITS_RE.lastIndex = 0;
-  for (let m = NATIONAL_DIGITS_RE.exec(text); m; m = NATIONAL_DIGITS_RE.exec(text)) {
+  const { text, codes } = scan;
+  const { starts, ends } = scan.digitRuns();
+  let from = 0;
+  for (let k = 0; k < starts.length; k++) {
+    const start = starts[k]!;
+    const length = ends[k]! - start;
+    if (start < from) continue;
+    if (length === 3 ? codes[start + 3] !== 46 : length !== 6 && length !== 8 && length !== 11 && length !== 17 && length !== 18) continue;
+    if (!nationalIdMayFollow(codes[start - 1])) continue;
+    NATIONAL_DIGITS_RE.lastIndex = start;
+    const m = NATIONAL_DIGITS_RE.exec(text);
+    if (!m) continue;
+    from = start + m[0].length;
     const v = m[0];
     const ok =
       m[1] !== undefined
@@ -1174,17 +1470,33 @@ function detectNationalIds(scan: Scan): void {
               : m[5] !== undefined
                 ? hetuValid(v) || (/^\d{6}[-+]\d{4}$/.test(v) && personnummerValid(v))
                 : personnummerValid(v);
-    if (ok) scan.push('national_id', m.index, m.index + v.length);
+    if (ok) scan.push('national_id', start, start + v.length);
   }
-  NATIONAL_LETTERS_RE.lastIndex = 0;
-  for (let m = NATIONAL_LETTERS_RE.exec(text); m; m = NATIONAL_LETTERS_RE.exec(text)) {
+  from = 0;
+  for (let k = 0; k < starts.length; k++) {
+    const run = starts[k]!;
+    const length = ends[k]! - run;
+    let start: number;
+    if (length === 2) {
+      start = run - 6;
+      if (start < 0) continue;
+      let caps = true;
+      for (let i = start; i < run && caps; i++) caps = isAsciiUpper(codes[i]!);
+      if (!caps) continue;
+    } else if (length === 7) {
+      start = codes[run - 1] === 45 ? run - 2 : run - 1;
+      if (!isAsciiUpper(codes[start]!)) continue;
+    } else continue;
+    if (start < from || !nationalIdMayFollow(codes[start - 1])) continue;
+    NATIONAL_LETTERS_RE.lastIndex = start;
+    const m = NATIONAL_LETTERS_RE.exec(text);
+    if (!m) continue;
+    from = start + m[0].length;
     const v = m[0];
     const ok = m[1] !== undefined ? codiceFiscaleValid(v) : dniNieValid(v.replace(/-/g, ''));
-    if (ok) scan.push('national_id', m.index, m.index + v.length);
+    if (ok) scan.push('national_id', start, start + v.length);
   }
 }
-
-const IBAN_START_RE = /(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?= ?[A-Z0-9])/g;
 
 function isUpperAlnum(c: number): boolean {
   return (c >= 48 && c <= 57) || (c >= 65 && c <= 90);
@@ -1199,35 +1511,46 @@ function mod97Step(rem: number, c: number): number {
  * remainder is computed while walking (the BBAN first, then country and check digits), so no string is built.
  */
 function detectIbans(scan: Scan): void {
-  const { text } = scan;
+  const { text, codes } = scan;
   const n = text.length;
-  IBAN_START_RE.lastIndex = 0;
-  for (let m = IBAN_START_RE.exec(text); m; m = IBAN_START_RE.exec(text)) {
-    const length = IBAN_LENGTHS[m[0].slice(0, 2)];
+  const { starts, ends } = scan.digitRuns();
+  let from = 0;
+  for (let k = 0; k < starts.length; k++) {
+    const run = starts[k]!;
+    if (run - 2 < from || ends[k]! - run < 2 || !isAsciiUpper(codes[run - 1]!) || !isAsciiUpper(codes[run - 2]!)) continue;
+    const before = codes[run - 3];
+    if (before !== undefined && isAsciiAlnum(before)) continue;
+    // An IBAN starts as `(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?= ?[A-Z0-9])`: at two capitals right before 2+ digits.
+    const next = codes[run + 2];
+    if (!(next !== undefined && (isUpperAlnum(next) || (next === 32 && run + 3 < n && isUpperAlnum(codes[run + 3]!))))) continue;
+    const start = run - 2;
+    from = run + 2;
+    const length = IBAN_LENGTHS[text.slice(start, run)];
     if (!length) continue;
-    let i = m.index + 4;
+    let i = start + 4;
     let count = 4;
     let rem = 0;
     while (count < length && i < n) {
-      const c = text.charCodeAt(i);
+      const c = codes[i]!;
       if (isUpperAlnum(c)) {
         rem = mod97Step(rem, c);
         count++;
         i++;
-      } else if (c === 32 && i + 1 < n && isUpperAlnum(text.charCodeAt(i + 1)) && text.charCodeAt(i - 1) !== 32) {
+      } else if (c === 32 && i + 1 < n && isUpperAlnum(codes[i + 1]!) && codes[i - 1] !== 32) {
         i++;
       } else break;
     }
     if (count !== length || isWordAt(text, i)) continue;
-    for (let k = 0; k < 4; k++) rem = mod97Step(rem, text.charCodeAt(m.index + k));
+    for (let c = 0; c < 4; c++) rem = mod97Step(rem, codes[start + c]!);
     if (rem === 1) {
-      scan.push('iban', m.index, i);
-      IBAN_START_RE.lastIndex = i;
+      scan.push('iban', start, i);
+      from = i;
     }
   }
 }
 
-const SWIFT_RE = /(?<![A-Za-z0-9])[A-Z]{6}[A-Z0-9]{2}(?:[A-Z0-9]{3})?(?![A-Za-z0-9])/g;
+/** Sticky: tried at the runs of 6+ capitals the index found. */
+const SWIFT_RE = /(?<![A-Za-z0-9])[A-Z]{6}[A-Z0-9]{2}(?:[A-Z0-9]{3})?(?![A-Za-z0-9])/y;
 
 /**
  * SWIFT/BIC: bank (4 letters), ISO country, location (2), optional branch (3). Near "SWIFT"/"BIC" any such code counts;
@@ -1235,9 +1558,14 @@ const SWIFT_RE = /(?<![A-Za-z0-9])[A-Z]{6}[A-Z0-9]{2}(?:[A-Z0-9]{3})?(?![A-Za-z0
  */
 function detectSwift(scan: Scan): void {
   const { text } = scan;
-  SWIFT_RE.lastIndex = 0;
-  for (let m = SWIFT_RE.exec(text); m; m = SWIFT_RE.exec(text)) {
+  let from = 0;
+  for (const start of scan.index().capitals) {
+    if (start < from) continue;
+    SWIFT_RE.lastIndex = start;
+    const m = SWIFT_RE.exec(text);
+    if (!m) continue;
     const code = m[0];
+    from = start + code.length;
     if (!ISO_COUNTRIES.has(code.slice(4, 6))) continue;
     const end = m.index + code.length;
     const keyword = wordsBefore(text, m.index, 40, SWIFT_WORDS) || SWIFT_WORDS.test(text.slice(end, end + 12));
@@ -1245,8 +1573,11 @@ function detectSwift(scan: Scan): void {
   }
 }
 
-/** Each repetition takes one digit, with at most one separator or parenthesis before it: disjoint, so linear. */
-const PHONE_RE = /(?<![\w+(./-])(?:\+|\(\+?)?\d(?:\d|[ ./-]\(?\d|\(\d|\)[ ./-]?\d){6,24}/g;
+/*
+ * PHONE_RE, `(?<![\w+(./-])(?:\+|\(\+?)?\d(?:\d|[ ./-]\(?\d|\(\d|\)[ ./-]?\d){6,24}`: each repetition takes one digit,
+ * with at most one separator or parenthesis before it. Followed in code (phoneMatchEnd) from the runs of digits
+ * (or a '+', '(' or '(+' right before one) that start a chain of 7+ digits.
+ */
 const PHONE_DATE = /(?<!\d)(?:\d{4}[./-]\d{1,2}[./-]\d{1,2}|\d{1,2}[./-]\d{1,2}[./-]\d{4})(?!\d)/;
 const NANP = /^(?:1[ .-]?)?(?:\(\d{3}\) ?\d{3}[-. ]\d{4}|\d{3}([-. ])\d{3}\1\d{4})$/;
 
@@ -1272,6 +1603,7 @@ function phoneShapeOk(raw: string, text: string, start: number): boolean {
   let closes = 0;
   let dot = false;
   let otherSep = false;
+  let dateSeps = 0; // '.', '/' and '-': PHONE_DATE needs two
   for (let i = 0; i <= raw.length; i++) {
     const c = i < raw.length ? raw.charCodeAt(i) : 32;
     if (c >= 48 && c <= 57) {
@@ -1289,8 +1621,13 @@ function phoneShapeOk(raw: string, text: string, start: number): boolean {
     if (i === raw.length) break;
     if (c === 40) opens++;
     else if (c === 41) closes++;
-    else if (c === 46) dot = true;
-    else if (c !== 43) otherSep = true;
+    else if (c === 46) {
+      dot = true;
+      dateSeps++;
+    } else if (c !== 43) {
+      otherSep = true;
+      if (c === 45 || c === 47) dateSeps++;
+    }
   }
   if (d > 15) return false;
   const c0 = raw.charCodeAt(0);
@@ -1304,7 +1641,7 @@ function phoneShapeOk(raw: string, text: string, start: number): boolean {
     if (d < 8 || (dot && otherSep)) return false;
     return groups >= 2 || d >= 10 || phoneWordBefore(text, start);
   }
-  if (PHONE_DATE.test(raw)) return false;
+  if (dateSeps >= 2 && PHONE_DATE.test(raw)) return false;
   if (zero && raw.charCodeAt(raw.indexOf('0') + 1) === 48) {
     // 00-prefixed international
     return d >= 11 && (groups >= 3 || phoneWordBefore(text, start)) && (phoneWordBefore(text, start) || !notPhoneWordBefore(text, start));
@@ -1347,32 +1684,96 @@ function lengthBeforeGluedTail(text: string, start: number, raw: string): number
 
 /** Phones: E.164 (+ and 8-15 digits), 00-prefixed international, US/NANP shapes, trunk-0 national formats. */
 function detectPhones(scan: Scan): void {
+  const { text, codes } = scan;
+  const runs = scan.digitRuns();
+  const { starts } = runs;
+  let from = 0;
+  for (let k = 0; k < starts.length; k++) {
+    const first = starts[k]!;
+    // The match starts at the digit, or at a '+', '(' or '(+' right before it: only the earliest of these can, since
+    // the lookbehind rules out '+' and '(' before the start.
+    const c1 = codes[first - 1];
+    const start = c1 === 43 ? (codes[first - 2] === 40 ? first - 2 : first - 1) : c1 === 40 ? first - 1 : first;
+    if (start < from || !phoneMayFollow(codes[start - 1]) || !phoneChainAt(runs, k)) continue;
+    const end = phoneMatchEnd(codes, first);
+    if (end === -1) continue;
+    from = end;
+    phoneMatch(scan, start, text.slice(start, end));
+  }
+}
+
+function isPhoneSep(c: number | undefined): boolean {
+  return c === 32 || c === 46 || c === 47 || c === 45; // [ ./-]
+}
+
+/**
+ * End of PHONE_RE's match whose first digit is at `first` (the '+', '(' or '(+' before it, and the lookbehind, are the
+ * caller's), or -1. Each repetition takes one digit, after at most a separator and parenthesis, in one way only, and
+ * nothing follows them: the match is the longest run of up to 24 repetitions, when there are 6.
+ */
+function phoneMatchEnd(codes: Uint16Array, first: number): number {
+  let i = first + 1;
+  let reps = 0;
+  for (; reps < 24; reps++) {
+    const c = codes[i];
+    if (isDigit(c!)) i += 1; // \d
+    else if (isPhoneSep(c)) {
+      // [ ./-]\(?\d
+      if (codes[i + 1] === 40 && isDigit(codes[i + 2]!)) i += 3;
+      else if (isDigit(codes[i + 1]!)) i += 2;
+      else break;
+    } else if (c === 40) {
+      // \(\d
+      if (isDigit(codes[i + 1]!)) i += 2;
+      else break;
+    } else if (c === 41) {
+      // \)[ ./-]?\d
+      if (isPhoneSep(codes[i + 1]) && isDigit(codes[i + 2]!)) i += 3;
+      else if (isDigit(codes[i + 1]!)) i += 2;
+      else break;
+    } else break;
+  }
+  return reps >= 6 ? i : -1;
+}
+
+/** PHONE_RE's lookbehind: not after `[\w+(./-]` (`c` undefined before the text). */
+function phoneMayFollow(c: number | undefined): boolean {
+  return c === undefined || !(isAsciiWordCode(c) || c === 43 || c === 40 || c === 46 || c === 47 || c === 45);
+}
+
+/** `/(?:^|\s)[A-Z0-9]{4}$/` on the (up to) 5 characters before `end`. */
+function fourCapitalsOrDigitsBefore(text: string, end: number): boolean {
+  if (end < 4) return false;
+  for (let i = end - 4; i < end; i++) {
+    const c = text.charCodeAt(i);
+    if (!(isDigit(c) || isAsciiUpper(c))) return false;
+  }
+  return end === 4 || UNICODE_SPACE.test(text.charAt(end - 5));
+}
+
+function phoneMatch(scan: Scan, start: number, match: string): void {
   const { text } = scan;
-  PHONE_RE.lastIndex = 0;
-  for (let m = PHONE_RE.exec(text); m; m = PHONE_RE.exec(text)) {
-    const start = m.index;
-    const keep = lengthBeforeGluedTail(text, start, m[0]);
-    const raw = m[0].slice(0, keep);
-    const end = start + raw.length;
-    // Part of a longer chain of numbers ("1 2 3 4 ...", "12.5 13.0 ..."): not a phone.
-    if (keep === m[0].length && isNumericSep(text.charCodeAt(end)) && isDigit(text.charCodeAt(end + 1))) continue;
-    if (isDigit(text.charCodeAt(start)) && continuesDigitChain(text, start)) continue;
-    if (text.charCodeAt(start - 1) === 32 && /(?:^|\s)[A-Z0-9]{4}$/.test(text.slice(Math.max(0, start - 6), start - 1))) continue; // "NL00 BANK 0123 ..."
-    if (raw.length > 0 && phoneShapeOk(raw, text, start)) {
-      scan.push('phone', start, end);
-      continue;
-    }
-    // "+1 415 555 2671 536-22-8145": after a '+', drop trailing groups that belong to the next number.
-    if (raw.charCodeAt(0) !== 43) continue;
-    let shorter = raw;
-    for (let i = 0; i < 4; i++) {
-      const cut = Math.max(shorter.lastIndexOf(' '), shorter.lastIndexOf('-'), shorter.lastIndexOf('.'), shorter.lastIndexOf('/'));
-      if (cut <= 1) break;
-      shorter = shorter.slice(0, cut);
-      if (phoneShapeOk(shorter, text, start)) {
-        scan.push('phone', start, start + shorter.length);
-        break;
-      }
+  const keep = lengthBeforeGluedTail(text, start, match);
+  const raw = match.slice(0, keep);
+  const end = start + raw.length;
+  // Part of a longer chain of numbers ("1 2 3 4 ...", "12.5 13.0 ..."): not a phone.
+  if (keep === match.length && isNumericSep(text.charCodeAt(end)) && isDigit(text.charCodeAt(end + 1))) return;
+  if (isDigit(text.charCodeAt(start)) && continuesDigitChain(text, start)) return;
+  if (text.charCodeAt(start - 1) === 32 && fourCapitalsOrDigitsBefore(text, start - 1)) return; // "NL00 BANK 0123 ..."
+  if (raw.length > 0 && phoneShapeOk(raw, text, start)) {
+    scan.push('phone', start, end);
+    return;
+  }
+  // "+1 415 555 2671 536-22-8145": after a '+', drop trailing groups that belong to the next number.
+  if (raw.charCodeAt(0) !== 43) return;
+  let shorter = raw;
+  for (let i = 0; i < 4; i++) {
+    const cut = Math.max(shorter.lastIndexOf(' '), shorter.lastIndexOf('-'), shorter.lastIndexOf('.'), shorter.lastIndexOf('/'));
+    if (cut <= 1) break;
+    shorter = shorter.slice(0, cut);
+    if (phoneShapeOk(shorter, text, start)) {
+      scan.push('phone', start, start + shorter.length);
+      break;
     }
   }
 }
@@ -1590,9 +1991,15 @@ function jwtHeaderOk(segment: string): boolean {
 const PEM_BEGIN_RE = /-----BEGIN (?:[A-Z0-9]{1,20} ){0,4}PRIVATE KEY( BLOCK)?-----/g;
 const PEM_END_RE = /-----END (?:[A-Z0-9]{1,20} ){0,4}PRIVATE KEY(?: BLOCK)?-----/y;
 
+/** Whether "-----BEGIN " occurs, found from each "BEGIN " (a plain search for a rare first character). */
+function hasPemBegin(text: string): boolean {
+  for (let i = text.indexOf('BEGIN ', 5); i !== -1; i = text.indexOf('BEGIN ', i + 6)) if (text.startsWith('-----', i - 5)) return true;
+  return false;
+}
+
 function detectPem(scan: Scan): void {
   const { text } = scan;
-  if (text.indexOf('-----BEGIN ') === -1) return;
+  if (!hasPemBegin(text)) return;
   PEM_BEGIN_RE.lastIndex = 0;
   // The next "-----END " at or after a position, searched again only when a block passes it (linear overall).
   let endMarker = -2;
@@ -1631,19 +2038,19 @@ function isTokenCode(c: number): boolean {
  * Runs of [A-Za-z0-9_+/-] of 20+ characters, found by probing every 20th character: a probe outside a run rules out
  * the 20 positions before it, so ordinary prose is read about three characters in twenty.
  */
-function forEachLongToken(text: string, visit: (start: number, end: number) => void): void {
-  const n = text.length;
+function forEachLongToken(codes: Uint16Array, visit: (start: number, end: number) => void): void {
+  const n = codes.length;
   let i = 0;
   while (i + MIN_TOKEN - 1 < n) {
     const probe = i + MIN_TOKEN - 1;
-    if (!isTokenCode(text.charCodeAt(probe))) {
+    if (!isTokenCode(codes[probe]!)) {
       i = probe + 1;
       continue;
     }
     let start = probe;
-    while (start > 0 && isTokenCode(text.charCodeAt(start - 1))) start--;
+    while (start > 0 && isTokenCode(codes[start - 1]!)) start--;
     let end = probe + 1;
-    while (end < n && isTokenCode(text.charCodeAt(end))) end++;
+    while (end < n && isTokenCode(codes[end]!)) end++;
     if (end - start >= MIN_TOKEN) visit(start, end);
     i = end + 1;
   }
@@ -1653,7 +2060,7 @@ function detectTokens(scan: Scan): void {
   const { text } = scan;
   const wantKeys = scan.on('api_key');
   const wantWallets = scan.on('crypto_wallet');
-  forEachLongToken(text, (start, runEnd) => {
+  forEachLongToken(scan.codes, (start, runEnd) => {
     let end = runEnd;
     const token = text.slice(start, end);
     if (wantWallets) {
@@ -1685,9 +2092,17 @@ function detectTokens(scan: Scan): void {
   });
 }
 
+/** Whether "eyJ" occurs, found from each 'J' (rare in prose, while 'e' is everywhere). */
+function hasEyJ(text: string): boolean {
+  for (let j = text.indexOf('J', 2); j !== -1; j = text.indexOf('J', j + 1)) {
+    if (text.charCodeAt(j - 1) === 121 && text.charCodeAt(j - 2) === 101) return true;
+  }
+  return false;
+}
+
 function detectJwts(scan: Scan): void {
   const { text } = scan;
-  if (text.indexOf('eyJ') === -1) return;
+  if (!hasEyJ(text)) return;
   JWT_RE.lastIndex = 0;
   for (let m = JWT_RE.exec(text); m; m = JWT_RE.exec(text)) {
     const header = m[0].slice(0, m[0].indexOf('.'));
@@ -1889,16 +2304,128 @@ const DE_WORD = 'Straße|Strasse|Str\\.|Weg|Allee|Platz|Gasse|Damm|Ufer';
 const TR_TYPES = 'Caddesi|Cad\\.|Cd\\.|Sokak|Sokağı|Sk\\.|Sok\\.|Bulvarı|Blv\\.|Bulv\\.';
 const TR_NUMBER = '(?:(?:No|NO|no|Nr)\\.?[ \\t]{0,2}:?[ \\t]{0,2})?';
 
-/** Number first: 221B Baker Street, London NW1 6XE; 350 5th Ave, Suite 3400; 12 rue de la Paix, 75002 Paris. */
+/**
+ * Number first: 221B Baker Street, London NW1 6XE; 350 5th Ave, Suite 3400; 12 rue de la Paix, 75002 Paris. Sticky:
+ * tried only at the runs of digits numberFirstCandidate() lets through.
+ */
 const STREET_NUMBER_FIRST_RE = new RegExp(
   `${NUMBER_FIRST}[A-Za-z]?(?:[-/]\\d{1,5}[A-Za-z]?)?(?:[ \\t]?(?:bis|ter))?,?[ \\t]{1,3}(?:` +
     `(?:${FR_TYPES})[ \\t]{1,3}(?:(?:de|du|des|la|le|les|l'|l’|d'|d’|Saint|Sainte)[ \\t]{0,3}){0,3}${NAME}(?:[ \\t]{1,3}(?:(?:de|du|des|la|le)[ \\t]{1,3})?${NAME}){0,3}${POSTCODE_CITY}` +
     `|(?:${TITLE_WORDS}(?:${NAME}|\\d{1,3}(?:st|nd|rd|th))[ \\t]{1,3}){1,4}(?:${EN_SUFFIX})\\.?(?:[ \\t](?:N|S|E|W|NE|NW|SE|SW)${NOT_BEFORE_WORD})?${NOT_BEFORE_WORD}${UNIT}${CITY_TAIL})`,
-  'g',
+  'y',
 );
 
-/** Name first, number after (German, Dutch, Turkish): found from the street word, then matched in a small window. */
-const STREET_ANCHOR_RE = new RegExp(`(?:${DE_SUFFIX}|${DE_WORD}|${TR_TYPES})(?=[ \\t,]{0,3}${TR_NUMBER}\\d)`, 'g');
+/**
+ * Name first, number after (German, Dutch, Turkish): found from the street word, then matched in a small window. The
+ * street words are found from the digits instead of by trying every position: the word must end right before
+ * `[ \t,]{0,3}` + TR_NUMBER + a digit, so each run of digits looks back over at most 11 such characters for one.
+ * No word is a prefix of another, so at most one starts at a position; found left to right without overlaps, as the
+ * global regex `(?:words)(?=[ \t,]{0,3}TR_NUMBER\d)` would.
+ */
+const STREET_ANCHOR_WORDS = `${DE_SUFFIX}|${DE_WORD}|${TR_TYPES}`.split('|').map((w) => w.replace(/\\\./g, '.'));
+/**
+ * The street words by their last two characters (codes below U+0132 each): STREET_ANCHOR_LAST numbers the last
+ * characters (1-based), STREET_ANCHOR_PAIR marks [last number * 0x132 + the character before], and
+ * STREET_ANCHOR_BY_END lists the words of each pair.
+ */
+const STREET_ANCHOR_LAST = new Uint8Array(0x132);
+const STREET_ANCHOR_BY_END = new Map<number, string[]>();
+let streetAnchorLasts = 0;
+for (const w of STREET_ANCHOR_WORDS) {
+  const last = w.charCodeAt(w.length - 1);
+  if (STREET_ANCHOR_LAST[last] === 0) STREET_ANCHOR_LAST[last] = ++streetAnchorLasts;
+  const key = last * 0x10000 + w.charCodeAt(w.length - 2);
+  STREET_ANCHOR_BY_END.set(key, [...(STREET_ANCHOR_BY_END.get(key) ?? []), w]);
+}
+const STREET_ANCHOR_PAIR = new Uint8Array((streetAnchorLasts + 1) * 0x132);
+for (const w of STREET_ANCHOR_WORDS) STREET_ANCHOR_PAIR[STREET_ANCHOR_LAST[w.charCodeAt(w.length - 1)]! * 0x132 + w.charCodeAt(w.length - 2)] = 1;
+/** Longest run of characters TR_NUMBER's gap allows between the street word and the digit: 3 + No + . + 2 + : + 2. */
+const STREET_ANCHOR_GAP = 11;
+
+/** Whether `word` is at `i` in `codes`. */
+function codesStartWith(codes: Uint16Array, i: number, word: string): boolean {
+  if (i < 0 || i + word.length > codes.length) return false;
+  for (let k = 0; k < word.length; k++) if (codes[i + k] !== word.charCodeAt(k)) return false;
+  return true;
+}
+
+function isSpaceTab(c: number): boolean {
+  return c === 32 || c === 9;
+}
+
+/** Characters the gap `[ \t,]{0,3}(?:(?:No|NO|no|Nr)\.?[ \t]{0,2}:?[ \t]{0,2})?` can hold. */
+function isAnchorGapCode(c: number): boolean {
+  return c === 32 || c === 9 || c === 44 || c === 78 || c === 110 || c === 111 || c === 79 || c === 114 || c === 46 || c === 58;
+}
+
+/** Whether `[ \t,]{0,3}(?:(?:No|NO|no|Nr)\.?[ \t]{0,2}:?[ \t]{0,2})?\d` matches at `e`. */
+function anchorGapAt(codes: Uint16Array, e: number): boolean {
+  for (let a = 0; a <= 3; a++) {
+    const i = e + a;
+    if (a > 0) {
+      const c = codes[i - 1]!;
+      if (c !== 32 && c !== 9 && c !== 44) break;
+    }
+    if (isDigit(codes[i]!)) return true;
+    const c0 = codes[i]!;
+    const c1 = codes[i + 1]!;
+    if (!((c0 === 78 && (c1 === 111 || c1 === 79 || c1 === 114)) || (c0 === 110 && c1 === 111))) continue;
+    // After the number word, `\.?` can only succeed by taking a '.', since nothing after it may start with one.
+    const j = codes[i + 2]! === 46 ? i + 3 : i + 2;
+    for (let s1 = 0; s1 <= 2; s1++) {
+      if (s1 > 0 && !isSpaceTab(codes[j + s1 - 1]!)) break;
+      const k = j + s1;
+      for (let colon = 0; colon <= (codes[k]! === 58 ? 1 : 0); colon++) {
+        for (let s2 = 0; s2 <= 2; s2++) {
+          if (s2 > 0 && !isSpaceTab(codes[k + colon + s2 - 1]!)) break;
+          if (isDigit(codes[k + colon + s2]!)) return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
+/** Start of each street word that the anchor pattern would match, in order. */
+function streetAnchors(codes: Uint16Array, runs: DigitRuns): number[] {
+  const anchors: number[] = [];
+  /** Words found before the current run: [start, length] pairs (usually none, at most a few). */
+  let found: number[] | undefined;
+  let from = 0;
+  for (const digit of runs.starts) {
+    // Right before the digit is a street word's last character or the gap: rules out most runs at once.
+    const before = codes[digit - 1];
+    if (before === undefined || before >= 0x132 || (STREET_ANCHOR_LAST[before] === 0 && !isAnchorGapCode(before))) continue;
+    for (let e = digit; e > 0 && digit - e <= STREET_ANCHOR_GAP; e--) {
+      if (e < digit && !isAnchorGapCode(codes[e]!)) break;
+      const last = codes[e - 1]!;
+      const lastNumber = last < 0x132 ? STREET_ANCHOR_LAST[last]! : 0;
+      if (lastNumber === 0) continue;
+      const prev = codes[e - 2];
+      if (prev === undefined || prev >= 0x132 || STREET_ANCHOR_PAIR[lastNumber * 0x132 + prev] === 0) continue;
+      const words = STREET_ANCHOR_BY_END.get(last * 0x10000 + prev);
+      if (!words) continue;
+      for (const w of words) {
+        if (e - w.length >= 0 && codesStartWith(codes, e - w.length, w) && anchorGapAt(codes, e)) {
+          (found ??= []).push(e - w.length, w.length);
+          break;
+        }
+      }
+    }
+    if (!found) continue;
+    // In order of start, each at or after the end of the one before.
+    for (;;) {
+      let best = -1;
+      for (let i = 0; i < found.length; i += 2) if (found[i]! >= from && (best === -1 || found[i]! < found[best]!)) best = i;
+      if (best === -1) break;
+      anchors.push(found[best]!);
+      from = found[best]! + found[best + 1]!;
+    }
+    found = undefined;
+  }
+  return anchors;
+}
+
 const STREET_NAME_FIRST_RES = [
   // Hauptstraße 5, 10115 Berlin; Berliner Str. 12; Keizersgracht 123, 1015 CJ Amsterdam
   new RegExp(
@@ -1913,12 +2440,15 @@ const STREET_NAME_FIRST_RES = [
     'g',
   ),
 ];
-/** Type first, number after: Calle Mayor 10, Via Roma 15, Avenida Paulista 1578, Rua Augusta 1500. */
+/**
+ * Type first, number after: Calle Mayor 10, Via Roma 15, Avenida Paulista 1578, Rua Augusta 1500. Sticky: tried where
+ * the text index found one of STREET_TYPES at the start of a word.
+ */
 const STREET_TYPE_FIRST_RE = new RegExp(
-  '\\b(?:Calle|C/|Avenida|Avda\\.|Av\\.|Plaza|Paseo|Carrer|Camino|Ronda|Via|Viale|Piazza|Corso|Largo|Vicolo|Rua|Travessa|Praça|Alameda)[ \\t]{1,3}' +
+  `\\b(?:${STREET_TYPES.map((w) => w.replace('.', '\\.')).join('|')})[ \\t]{1,3}` +
     `(?:(?:de|del|la|las|los|el|da|do|dos|das|di|della|dei|degli)[ \\t]{1,3}){0,3}${NAME}(?:[ \\t]{1,3}(?:(?:de|del|la|di|da|do)[ \\t]{1,3})?${NAME}){0,3},?[ \\t]{1,3}` +
     `(?:[Nn][º°o]\\.?[ \\t]?)?\\d{1,4}[A-Za-z]?${NOT_BEFORE_WORD}${POSTCODE_CITY}`,
-  'g',
+  'y',
 );
 
 function pushStreet(scan: Scan, start: number, end: number): void {
@@ -1926,25 +2456,137 @@ function pushStreet(scan: Scan, start: number, end: number): void {
   scan.push('street_address', start, end);
 }
 
+/** Latin letters as in L: ASCII, Latin-1 (but × and ÷) and Latin Extended-A/B up to U+024F. */
+function isLatinLetter(c: number): boolean {
+  return c < 128 ? isAsciiLetter(c) : (c >= 0xc0 && c <= 0x24f && c !== 0xd7 && c !== 0xf7);
+}
+
+/** As LU: an ASCII or Latin-1 capital, or any letter of Latin Extended-A/B. */
+function isLatinUpper(c: number): boolean {
+  return isAsciiUpper(c) || (c >= 0xc0 && c <= 0xde && c !== 0xd7) || (c >= 0x100 && c <= 0x24f);
+}
+
+/** Whether a French street type written in lower case (as FR_TYPES allows) starts at `t`. */
+function frTypeLowerAt(codes: Uint16Array, t: number): boolean {
+  switch (codes[t]!) {
+    case 114: // r
+      return codesStartWith(codes, t, 'rue');
+    case 97: // a
+      return codesStartWith(codes, t, 'avenue') || codesStartWith(codes, t, 'allée');
+    case 98: // b
+      return codesStartWith(codes, t, 'boulevard') || codesStartWith(codes, t, 'bd');
+    case 112: // p
+      return codesStartWith(codes, t, 'place');
+    case 99: // c
+      return codesStartWith(codes, t, 'chemin') || codesStartWith(codes, t, 'cours');
+    case 105: // i
+      return codesStartWith(codes, t, 'impasse');
+    case 113: // q
+      return codesStartWith(codes, t, 'quai');
+    default:
+      return false;
+  }
+}
+
+/** Whether `\d{1,3}(?:st|nd|rd|th)` matches at `t` (a digit). */
+function ordinalAt(codes: Uint16Array, t: number): boolean {
+  let r = t + 1;
+  while (r < t + 4 && isDigit(codes[r]!)) r++;
+  if (r - t > 3) return false;
+  const a = codes[r]!;
+  const b = codes[r + 1]!;
+  return (a === 115 && b === 116) || (a === 110 && b === 100) || (a === 114 && b === 100) || (a === 116 && b === 104);
+}
+
+/**
+ * Whether the number-first pattern can match at the run of digits [start, end). Follows its number part exactly
+ * (`\d{1,5}[A-Za-z]?(?:[-/]\d{1,5}[A-Za-z]?)?(?:[ \t]?(?:bis|ter))?,?[ \t]{1,3}`: no letter, digit or joining
+ * punctuation before it), then asks for what every alternative starts with: a capital, an ordinal ("5th") or a French
+ * street type. The pattern itself then decides.
+ */
+function numberFirstCandidate(codes: Uint16Array, start: number, end: number): boolean {
+  if (end - start > 5) return false;
+  const prev = codes[start - 1];
+  if (prev !== undefined && prev < 0x250 && NUMBER_FIRST_NOT_AFTER[prev] === 1) return false;
+  const next = codes[end];
+  if (next === undefined || next >= 128 || NUMBER_FIRST_NEXT[next] === 0) return false;
+  return numberSuffixThenStreet(codes, end) || (isAsciiLetter(next) && numberSuffixThenStreet(codes, end + 1));
+}
+
+/** What the number-first pattern's lookbehind rules out before the number: [L0-9_.,/-]. */
+const NUMBER_FIRST_NOT_AFTER = new Uint8Array(0x250);
+for (let c = 0; c < 0x250; c++) if (isLatinLetter(c) || isDigit(c) || c === 95 || c === 46 || c === 44 || c === 47 || c === 45) NUMBER_FIRST_NOT_AFTER[c] = 1;
+/** What may follow the digits of a number-first street: a letter, '-', '/', ' ', '\t' or ','. */
+const NUMBER_FIRST_NEXT = new Uint8Array(128);
+for (let c = 0; c < 128; c++) if (isAsciiLetter(c) || c === 45 || c === 47 || c === 32 || c === 9 || c === 44) NUMBER_FIRST_NEXT[c] = 1;
+
+/** `(?:[-/]\d{1,5}[A-Za-z]?)?` at `i`, then numberTailThenStreet. */
+function numberSuffixThenStreet(codes: Uint16Array, i: number): boolean {
+  if (numberTailThenStreet(codes, i)) return true;
+  const c = codes[i]!;
+  if (c !== 45 && c !== 47) return false;
+  let j = i + 1;
+  while (j < i + 7 && isDigit(codes[j]!)) j++;
+  if (j === i + 1 || j - i - 1 > 5 || isDigit(codes[j]!)) return false;
+  return numberTailThenStreet(codes, j) || (isAsciiLetter(codes[j]!) && numberTailThenStreet(codes, j + 1));
+}
+
+/** `(?:[ \t]?(?:bis|ter))?,?[ \t]{1,3}` at `i`, then a capital, an ordinal or a French street type. */
+function numberTailThenStreet(codes: Uint16Array, i: number): boolean {
+  if (commaSpacesThenStreet(codes, i)) return true;
+  const k = isSpaceTab(codes[i]!) ? i + 1 : i;
+  return bisTerAt(codes, k) && commaSpacesThenStreet(codes, k + 3);
+}
+
+function bisTerAt(codes: Uint16Array, k: number): boolean {
+  const c = codes[k]!;
+  return c === 98 ? codes[k + 1]! === 105 && codes[k + 2]! === 115 : c === 116 && codes[k + 1]! === 101 && codes[k + 2]! === 114;
+}
+
+function commaSpacesThenStreet(codes: Uint16Array, i: number): boolean {
+  let j = codes[i]! === 44 ? i + 1 : i;
+  const spaces = j;
+  while (j < spaces + 4 && isSpaceTab(codes[j]!)) j++;
+  if (j === spaces || j - spaces > 3) return false;
+  const first = codes[j]!;
+  return isLatinUpper(first) || (isDigit(first) ? ordinalAt(codes, j) : frTypeLowerAt(codes, j));
+}
+
 function detectStreets(scan: Scan): void {
   const { text } = scan;
-  for (const re of [STREET_NUMBER_FIRST_RE, STREET_TYPE_FIRST_RE]) {
-    re.lastIndex = 0;
-    for (let m = re.exec(text); m; m = re.exec(text)) pushStreet(scan, m.index, m.index + m[0].length);
+  const runs = scan.digitRuns();
+  const { starts, ends } = runs;
+  let from = 0;
+  for (let k = 0; k < starts.length; k++) {
+    const start = starts[k]!;
+    if (start < from || !numberFirstCandidate(scan.codes, start, ends[k]!)) continue;
+    STREET_NUMBER_FIRST_RE.lastIndex = start;
+    const m = STREET_NUMBER_FIRST_RE.exec(text);
+    if (!m) continue;
+    from = start + m[0].length;
+    pushStreet(scan, start, from);
   }
-  STREET_ANCHOR_RE.lastIndex = 0;
+  from = 0;
+  for (const start of scan.index().streetTypes) {
+    if (start < from) continue;
+    STREET_TYPE_FIRST_RE.lastIndex = start;
+    const m = STREET_TYPE_FIRST_RE.exec(text);
+    if (!m) continue;
+    from = start + m[0].length;
+    pushStreet(scan, start, from);
+  }
   let covered = 0;
-  for (let a = STREET_ANCHOR_RE.exec(text); a; a = STREET_ANCHOR_RE.exec(text)) {
-    if (a.index < covered) continue;
+  for (const anchor of streetAnchors(scan.codes, runs)) {
+    if (anchor < covered) continue;
     // Up to 64 characters of names (and a "Mahallesi") before the street word, the number and a district after it.
-    const from = Math.max(0, a.index - 64, covered);
-    const window = text.slice(from, a.index + 64);
+    const from = Math.max(0, anchor - 64, covered);
+    const window = text.slice(from, anchor + 64);
     for (const re of STREET_NAME_FIRST_RES) {
       re.lastIndex = 0;
       for (let m = re.exec(window); m; m = re.exec(window)) {
         const start = from + m.index;
         const end = start + m[0].length;
-        if (start <= a.index && a.index < end && !isWordAt(text, start - 1)) {
+        if (start <= anchor && anchor < end && !isWordAt(text, start - 1)) {
           pushStreet(scan, start, end);
           covered = Math.max(covered, end);
         }

@@ -385,8 +385,12 @@ const ROLE_MARKERS: readonly (readonly [RegExp, number])[] = [
 const CODE_CUES = /```|\bdef [a-z_]|\breturn\b|\bimport [a-z]|\bconst [a-z]|\bfunction\b|=>|\bprint\(|\bf"|"role"\s*:|'role'\s*:|\bmessages\s*=/i;
 const URL_OR_EMAIL = /https?:\/\/|\bwww\.|[\w.+-]{1,64}@[\w-]{1,63}\.[a-z]{2,}|\bwebhook/i;
 const MARKDOWN_IMAGE = /!\[[^\]\n]{0,100}\]\([ \t]{0,3}(https?:\/\/[^\s)]{1,400})\)/gi;
-const BASE64 = /[A-Za-z0-9+/]{24,}={0,2}|[A-Za-z0-9_-]{24,}/g;
-const HEX = /(?:\\x[0-9a-fA-F]{2}){8,}|[0-9a-fA-F]{16,}/g;
+/**
+ * Base64 and hex blobs, found as a global search would find them (leftmost, without overlaps) but tried (sticky) only
+ * where they can start: see blobMatches().
+ */
+const BASE64 = /[A-Za-z0-9+/]{24,}={0,2}|[A-Za-z0-9_-]{24,}/y;
+const HEX = /(?:\\x[0-9a-fA-F]{2}){8,}|[0-9a-fA-F]{16,}/y;
 const TAGS = /[\u{E0000}-\u{E007F}]+/gu;
 const VARIATION_SELECTORS = /[\u{E0100}-\u{E01EF}\uFE00-\uFE0F]{8,}/u;
 const BIDI = /[\u202A-\u202E\u2066-\u2069]/;
@@ -415,12 +419,28 @@ const FRAGMENT_TRIGGERS = ['ignore', 'disregard', 'jailbreak', 'systemprompt', '
 
 const LEET_COMPACT: Readonly<Record<string, string>> = { '0': 'o', '1': 'i', '3': 'e', '4': 'a', '5': 's', '7': 't', '@': 'a', $: 's' };
 
+/** LEET_COMPACT by character code (0: not leetspeak). */
+const LEET_CODES = new Uint8Array(128);
+for (const [ch, letter] of Object.entries(LEET_COMPACT)) LEET_CODES[ch.charCodeAt(0)] = letter.charCodeAt(0);
+
 const FOLDED = new Map<string, string>();
 
-/** Letters only (folded, look-alikes mapped, leetspeak read), with the index in `text` of each kept letter. */
+/**
+ * Scratch arrays of compact() for texts up to 8K characters, allocated once and reused (detection is synchronous): a
+ * fresh pair per call was most of what a detection allocated off the heap.
+ */
+const COMPACT_SCRATCH = 1 << 14;
+let compactOut: Uint8Array | undefined;
+let compactAt: Int32Array | undefined;
+
+/**
+ * Letters only (folded, look-alikes mapped, leetspeak read), with the index in `text` of each kept letter. `at` may
+ * be shared scratch: valid until the next call.
+ */
 function compact(text: string): { letters: string; at: Int32Array } {
-  const at = new Int32Array(text.length * 2 + 1);
-  const out = new Uint8Array(text.length * 2 + 1);
+  const size = text.length * 2 + 1;
+  const at = size <= COMPACT_SCRATCH ? (compactAt ??= new Int32Array(COMPACT_SCRATCH)) : new Int32Array(size);
+  const out = size <= COMPACT_SCRATCH ? (compactOut ??= new Uint8Array(COMPACT_SCRATCH)) : new Uint8Array(size);
   let length = 0;
   const push = (code: number, index: number): void => {
     out[length] = code;
@@ -432,8 +452,8 @@ function compact(text: string): { letters: string; at: Int32Array } {
       if (c >= 97 && c <= 122) push(c, i);
       else if (c >= 65 && c <= 90) push(c + 32, i);
       else {
-        const leet = LEET_COMPACT[text[i]!];
-        if (leet !== undefined) push(leet.charCodeAt(0), i);
+        const leet = LEET_CODES[c]!;
+        if (leet !== 0) push(leet, i);
       }
       continue;
     }
@@ -453,6 +473,33 @@ function compact(text: string): { letters: string; at: Int32Array } {
     if (cp > 0xffff) i++;
   }
   return { letters: Buffer.from(out.buffer, 0, length).toString('latin1'), at };
+}
+
+/** Each compact trigger with its rot13 and its reversal (rot13 is its own inverse on a-z). */
+const COMPACT_TRANSFORMED: readonly (readonly [string, string, string])[] = COMPACT_SET.map(([trigger]) => [trigger, rot13(trigger), reverse(trigger)] as const);
+
+/** Index of the pair of letters (a-z) at i, i + 1 in `letters`. */
+function pairAt(letters: string, i: number): number {
+  return (letters.charCodeAt(i) - 97) * 26 + letters.charCodeAt(i + 1) - 97;
+}
+
+/** The pairs of adjacent letters of each compact trigger, its rot13 and its reversal. */
+const COMPACT_PAIRS: readonly (readonly [Int16Array, Int16Array, Int16Array])[] = COMPACT_TRANSFORMED.map((forms) => {
+  const [trigger, rotated, backwards] = forms.map((w) => Int16Array.from({ length: w.length - 1 }, (_, i) => pairAt(w, i)));
+  return [trigger!, rotated!, backwards!] as const;
+});
+
+/** Which pairs of adjacent letters `letters` (a-z only) has: shared scratch, valid until the next call. */
+const PAIRS = new Uint8Array(26 * 26);
+function letterPairs(letters: string): Uint8Array {
+  PAIRS.fill(0);
+  for (let i = 0; i + 1 < letters.length; i++) PAIRS[pairAt(letters, i)] = 1;
+  return PAIRS;
+}
+
+function hasPairs(pairs: Uint8Array, needed: Int16Array): boolean {
+  for (let i = 0; i < needed.length; i++) if (pairs[needed[i]!] === 0) return false;
+  return true;
 }
 
 function rot13(letters: string): string {
@@ -528,7 +575,8 @@ function attackIn(text: string): { family: Family; evidence: string } | null {
 function phraseSignals(ts: TokenStream, found: Found): { meta: boolean } {
   const n = ts.tok.length;
   const metaHits = META_CUES.find(ts);
-  const meta = new Marks(n, metaHits.map((h) => [h.start, h.end] as const));
+  // Without a cue nothing is near one (no marks to count).
+  const meta = metaHits.length > 0 ? new Marks(n, metaHits.map((h) => [h.start, h.end] as const)) : undefined;
   let device: Marks | undefined;
   // Overlapping matches of one family are one piece of evidence (the strongest).
   const clusters = new Map<Family, { end: number; w: number; from: number; to: number }>();
@@ -540,7 +588,7 @@ function phraseSignals(ts: TokenStream, found: Found): { meta: boolean } {
   for (const hit of PHRASES.find(ts)) {
     const { family, weight, device: deviceSensitive } = hit.phrase.meta;
     let w = weight;
-    if (meta.has(hit.start - META_WINDOW, hit.end + META_WINDOW)) w *= META_DAMPING;
+    if (meta?.has(hit.start - META_WINDOW, hit.end + META_WINDOW)) w *= META_DAMPING;
     if (deviceSensitive) {
       device ??= new Marks(n, DEVICE_CUES.find(ts).map((h) => [h.start, h.end] as const));
       if (device.has(hit.start - DEVICE_WINDOW, hit.end + DEVICE_WINDOW)) w *= DEVICE_DAMPING;
@@ -558,6 +606,105 @@ function phraseSignals(ts: TokenStream, found: Found): { meta: boolean } {
   if (metaHits.length > 0) add(found, 'meta_discussion', 0, evidenceOf(ts, metaHits[0]!.start, metaHits[0]!.end));
   if (ts.mixedScript > 0) add(found, 'homoglyphs', 0.35, `${ts.mixedScript} word(s) mixing Latin with Cyrillic or Greek letters`);
   return { meta: metaHits.length > 0 };
+}
+
+function isAsciiAlnum(c: number): boolean {
+  return (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
+}
+
+function isHexCode(c: number): boolean {
+  return (c >= 48 && c <= 57) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102);
+}
+
+/** [A-Za-z0-9+/_-]: the characters of BASE64 and (but for the backslash) HEX matches. */
+const BLOB_CHAR = new Uint8Array(128);
+for (const ch of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-') BLOB_CHAR[ch.charCodeAt(0)] = 1;
+const MIN_BLOB_RUN = 16;
+
+function isBlobCode(c: number): boolean {
+  return c < 128 && BLOB_CHAR[c] === 1;
+}
+
+/**
+ * Maximal runs of 16+ characters of [A-Za-z0-9+/_-] as [start, end] pairs: every BASE64 match and every hex-digit
+ * HEX match lies in one. Found by probing every 16th character (a run that long holds a probe), so prose is read
+ * about a few characters in sixteen.
+ */
+function blobRuns(text: string): number[] {
+  const runs: number[] = [];
+  const n = text.length;
+  let i = 0;
+  while (i + MIN_BLOB_RUN - 1 < n) {
+    const probe = i + MIN_BLOB_RUN - 1;
+    if (!isBlobCode(text.charCodeAt(probe))) {
+      i = probe + 1;
+      continue;
+    }
+    let start = probe;
+    while (start > i && isBlobCode(text.charCodeAt(start - 1))) start--;
+    let end = probe + 1;
+    while (end < n && isBlobCode(text.charCodeAt(end))) end++;
+    if (end - start >= MIN_BLOB_RUN) runs.push(start, end);
+    i = end + 1;
+  }
+  return runs;
+}
+
+/**
+ * Where a BASE64 match can start, given the blob runs ([start, end] pairs): 24+ characters before the run's end, at
+ * the run's start or after a character that only one of its two classes has (+ / _ -). Inside a run of either class,
+ * a match starting one character later would have matched one character earlier.
+ */
+function base64Starts(text: string, runs: readonly number[]): number[] {
+  const starts: number[] = [];
+  for (let r = 0; r < runs.length; r += 2) {
+    const start = runs[r]!;
+    const last = runs[r + 1]! - 24;
+    for (let p = start; p <= last; p++) if (p === start || !isAsciiAlnum(text.charCodeAt(p - 1))) starts.push(p);
+  }
+  return starts;
+}
+
+/** Where a HEX match can start: each backslash, and each start of a run of hex digits inside a blob run. */
+function hexStarts(text: string, runs: readonly number[]): number[] {
+  const starts: number[] = [];
+  let backslash = text.indexOf('\\');
+  for (let r = 0; r <= runs.length; r += 2) {
+    const start = runs[r] ?? text.length;
+    while (backslash !== -1 && backslash < start) {
+      starts.push(backslash);
+      backslash = text.indexOf('\\', backslash + 1);
+    }
+    if (r === runs.length) break;
+    const last = runs[r + 1]! - 16;
+    for (let p = start; p <= last; p++) if (isHexCode(text.charCodeAt(p)) && (p === start || !isHexCode(text.charCodeAt(p - 1)))) starts.push(p);
+  }
+  return starts;
+}
+
+/**
+ * The first `limit` matches a global search with `sticky`'s pattern would find, trying it only at `starts`
+ * (ascending) and where the search resumes after a match: right for patterns that cannot match anywhere else.
+ */
+function blobMatches(text: string, sticky: RegExp, starts: readonly number[], limit: number): RegExpExecArray[] {
+  const matches: RegExpExecArray[] = [];
+  let from = 0;
+  let k = 0;
+  for (let at = 0; matches.length < limit; ) {
+    sticky.lastIndex = at;
+    const m = sticky.exec(text);
+    if (m) {
+      matches.push(m);
+      from = at + m[0].length;
+      at = from;
+      continue;
+    }
+    while (k < starts.length && starts[k]! <= at) k++;
+    if (k === starts.length) break;
+    at = starts[k]!;
+    if (at < from) continue;
+  }
+  return matches;
 }
 
 function rawSignals(raw: string, text: string, meta: boolean, found: Found): void {
@@ -616,15 +763,16 @@ function rawSignals(raw: string, text: string, meta: boolean, found: Found): voi
     if (attack) add(found, 'encoded_payload', 0.9, `${how} -> ${attack.family}: ${attack.evidence}`);
     else add(found, 'encoded_text', 0.15, `${how}: ${clip(blob, 40)}`);
   };
+  const runs = blobRuns(text);
   let blobs = 0;
-  for (const m of text.matchAll(BASE64)) {
+  for (const m of blobMatches(text, BASE64, base64Starts(text, runs), MAX_BLOBS + 1)) {
     if (++blobs > MAX_BLOBS) break;
     const blob = m[0].slice(0, MAX_DECODE);
     const usable = blob.replace(/=+$/, '');
     decoded(blob, 'base64', Buffer.from(usable.slice(0, usable.length - (usable.length % 4)), /[-_]/.test(usable) ? 'base64url' : 'base64').toString('utf8'));
   }
   blobs = 0;
-  for (const m of text.matchAll(HEX)) {
+  for (const m of blobMatches(text, HEX, hexStarts(text, runs), MAX_BLOBS + 1)) {
     if (++blobs > MAX_BLOBS) break;
     const hex = m[0].replace(/\\x/gi, '').slice(0, MAX_DECODE);
     decoded(m[0], 'hex', Buffer.from(hex.slice(0, hex.length - (hex.length % 2)), 'hex').toString('utf8'));
@@ -632,8 +780,11 @@ function rawSignals(raw: string, text: string, meta: boolean, found: Found): voi
 
   // Triggers hidden by spacing, punctuation inside words, rot13 or reversal.
   const { letters, at } = compact(text);
-  for (const [trigger, words, family] of COMPACT_SET) {
-    if (found.has(family)) continue;
+  // A trigger can only be in the letters when each pair of adjacent letters of it is: most are ruled out at once.
+  const pairs = letterPairs(letters);
+  for (let t = 0; t < COMPACT_SET.length; t++) {
+    const [trigger, words, family] = COMPACT_SET[t]!;
+    if (found.has(family) || !hasPairs(pairs, COMPACT_PAIRS[t]![0])) continue;
     let from = letters.indexOf(trigger);
     for (let checked = 0; from >= 0 && checked < MAX_TRIGGER_CHECKS; checked++) {
       // Spelled normally (words separated by spaces or punctuation only), the token pass decided already.
@@ -647,14 +798,15 @@ function rawSignals(raw: string, text: string, meta: boolean, found: Found): voi
     }
   }
   if (!found.has('obfuscated_trigger')) {
-    const rotated = rot13(letters);
-    const backwards = reverse(letters);
-    for (const [trigger] of COMPACT_SET) {
-      if (rotated.includes(trigger)) {
+    // The rot13 (or reversed) letters hold a trigger exactly when the letters hold its rot13 (or its reversal).
+    for (let t = 0; t < COMPACT_TRANSFORMED.length; t++) {
+      const [trigger, rotated, backwards] = COMPACT_TRANSFORMED[t]!;
+      const [, rotatedPairs, backwardsPairs] = COMPACT_PAIRS[t]!;
+      if (hasPairs(pairs, rotatedPairs) && letters.includes(rotated)) {
         add(found, 'obfuscated_trigger', 0.85, `rot13: ${trigger}`);
         break;
       }
-      if (backwards.includes(trigger)) {
+      if (hasPairs(pairs, backwardsPairs) && letters.includes(backwards)) {
         add(found, 'obfuscated_trigger', 0.85, `reversed: ${trigger}`);
         break;
       }
