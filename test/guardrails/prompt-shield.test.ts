@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { detectInjection, fenceUntrusted, SENSITIVITY_THRESHOLDS, type Sensitivity } from '../../src/areas/guardrails/prompt-shield.js';
+import { fastestMs } from './timing.js';
 
 /** When set, the boundary's random bytes (so a test can plant the boundary in the text beforehand). */
 const fixedRandom = vi.hoisted(() => ({ bytes: null as Buffer | null }));
@@ -273,14 +274,8 @@ describe('detectInjection on adversarial 100 KB inputs', () => {
     ['spaced letters', fill('i g n o r e ')],
   ];
 
-  /** As for moderation: the best of three runs must be under 100 ms, so only a real backtracking problem fails it. */
+  /** The catastrophic-backtracking detector: every call under 100 ms (see timing.ts). */
   it.each(inputs)('%s: each call finishes in < 100 ms', (_, text) => {
-    let best = Infinity;
-    for (let run = 0; run < 3 && best >= 100; run++) {
-      const started = performance.now();
-      detectInjection(text, 'balanced');
-      best = Math.min(best, performance.now() - started);
-    }
-    expect(best).toBeLessThan(100);
+    expect(fastestMs(() => detectInjection(text, 'balanced'))).toBeLessThan(100);
   });
 });
