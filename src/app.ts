@@ -1,6 +1,7 @@
 import cookie from '@fastify/cookie';
 import swagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { a2aRoutes } from './areas/a2a/routes.js';
 import { agentRoutes } from './areas/agents/routes.js';
 import { analyticsRoutes } from './areas/analytics/routes.js';
 import { auditRoutes } from './areas/audit/routes.js';
@@ -105,6 +106,7 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
   await app.register(guardrailRoutes, options);
   await app.register(guardrailEvaluateRoutes, options);
   await app.register(agentRoutes, options);
+  await app.register(a2aRoutes, options);
   await app.ready();
   return app;
 }

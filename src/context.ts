@@ -1,5 +1,6 @@
 import path from 'node:path';
 import pino, { type Logger } from 'pino';
+import { A2aService } from './areas/a2a/service.js';
 import { AgentRunner } from './areas/agents/runner.js';
 import { AgentService } from './areas/agents/service.js';
 import { AgentStore } from './areas/agents/store.js';
@@ -59,6 +60,7 @@ export interface Context {
   /** Runs batch items on this instance (null when WAYGATE_BATCH_WORKER=false); started by startWorkers(). */
   batchWorker: BatchWorker | null;
   services: {
+    a2a: A2aService;
     agents: AgentService;
     agentRunner: AgentRunner;
     analytics: AnalyticsService;
@@ -138,6 +140,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const agentStore = new AgentStore(db, database.dialect, database.transaction);
     const agents = new AgentService(agentStore, models, guardrails, secrets);
     const agentRunner = new AgentRunner(agents, agentStore, inference, guardrails, guardrailEvaluator, upstream, usage);
+    const a2a = new A2aService(agents, agentRunner);
     const analytics = new AnalyticsService(new AnalyticsStore(db, database.dialect), usage, tokens, users);
     const files = new FileService(
       new FileStore(db, database.dialect, database.transaction),
@@ -175,7 +178,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
       health,
       bootstrap,
       batchWorker,
-      services: { agents, agentRunner, analytics, audit, auth, batches, files, guardrails, guardrailEvaluator, inference, limits, models, projects, tenants, tokens, usage, users },
+      services: { a2a, agents, agentRunner, analytics, audit, auth, batches, files, guardrails, guardrailEvaluator, inference, limits, models, projects, tenants, tokens, usage, users },
       async startWorkers() {
         await batchWorker?.start();
       },

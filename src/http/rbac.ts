@@ -101,6 +101,8 @@ export const ROUTE_PERMISSIONS: Record<string, RoutePermission> = {
   'agents.delete': { service: 'agents', level: 'write' },
   'agents.publish': { service: 'agents', level: 'write' },
   'agents.responses': { service: 'agents', level: 'read' },
+  'a2a.card': { service: 'agents', level: 'read' },
+  'a2a.rpc': { service: 'agents', level: 'read' },
   'tokens.list': { service: 'tokens', level: 'read' },
   'tokens.create': { service: 'tokens', level: 'write' },
   'tokens.revoke': { service: 'tokens', level: 'write' },

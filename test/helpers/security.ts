@@ -97,6 +97,20 @@ export const CLIENT_ROUTES: RouteSpec[] = [
     okStatus: 200,
     request: async (t) => ({ method: 'POST', url: '/api/client/v1/agents/responses', payload: { model: await securityAgent(t), input: 'hello' } }),
   },
+  {
+    operation: 'GET /api/client/v1/a2a/{agentKey}/.well-known/agent-card.json',
+    okStatus: 200,
+    request: async (t) => ({ method: 'GET', url: `/api/client/v1/a2a/${await securityAgent(t)}/.well-known/agent-card.json` }),
+  },
+  {
+    operation: 'POST /api/client/v1/a2a/{agentKey}',
+    okStatus: 200,
+    request: async (t) => ({
+      method: 'POST',
+      url: `/api/client/v1/a2a/${await securityAgent(t)}`,
+      payload: { jsonrpc: '2.0', id: 1, method: 'message/send', params: { message: { kind: 'message', messageId: unique(), role: 'user', parts: [{ kind: 'text', text: 'hello' }] } } },
+    }),
+  },
 ];
 
 const securityAgents = new WeakMap<TestApp, string>();
