@@ -58,6 +58,10 @@ export interface Config {
     /** Wait before an item's second attempt after a transient failure; the third waits five times as long. */
     retryDelayMs: number;
   };
+  agents: {
+    /** Let connected agents be reached at loopback, private and link-local addresses (default: public only). */
+    allowPrivateUrls: boolean;
+  };
 }
 
 /** A bad environment variable: the message is one line that names it. */
@@ -199,6 +203,9 @@ export function loadConfig(env: Env = process.env): Config {
       leaseMs: integer(env, 'WAYGATE_BATCH_LEASE_SECONDS', 30, 1, 3600) * 1000,
       worker: boolean(env, 'WAYGATE_BATCH_WORKER', true),
       retryDelayMs: integer(env, 'WAYGATE_BATCH_RETRY_DELAY_MS', 1000, 0, 3_600_000),
+    },
+    agents: {
+      allowPrivateUrls: boolean(env, 'WAYGATE_AGENT_ALLOW_PRIVATE_URLS', false),
     },
   };
 }

@@ -1,6 +1,8 @@
 import path from 'node:path';
 import pino, { type Logger } from 'pino';
 import { A2aService } from './areas/a2a/service.js';
+import { publicOnlyLookup } from './areas/agents/addresses.js';
+import { AGENT_MAX_RESPONSE_BYTES } from './areas/agents/connectors.js';
 import { AgentRunner } from './areas/agents/runner.js';
 import { AgentService } from './areas/agents/service.js';
 import { AgentStore } from './areas/agents/store.js';
@@ -138,8 +140,16 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const upstream = new UpstreamClient(config.upstream);
     const inference = new InferenceService(models, createProviders(upstream), limits, projects, usage, guardrails, guardrailEvaluator, log);
     const agentStore = new AgentStore(db, database.dialect, database.transaction);
-    const agents = new AgentService(agentStore, models, guardrails, secrets);
-    const agentRunner = new AgentRunner(agents, agentStore, inference, guardrails, guardrailEvaluator, upstream, usage);
+    const agents = new AgentService(agentStore, models, guardrails, secrets, config.agents);
+    // Connected agents get their own client: no retries (a turn is not known to be safe to repeat), a bounded answer,
+    // and, unless the operator allows private URLs, only public addresses.
+    const agentUpstream = new UpstreamClient({
+      ...config.upstream,
+      retries: 0,
+      maxResponseBytes: AGENT_MAX_RESPONSE_BYTES,
+      ...(config.agents.allowPrivateUrls ? {} : { lookup: publicOnlyLookup }),
+    });
+    const agentRunner = new AgentRunner(agents, agentStore, inference, guardrails, guardrailEvaluator, agentUpstream, usage);
     const a2a = new A2aService(agents, agentRunner);
     const analytics = new AnalyticsService(new AnalyticsStore(db, database.dialect), usage, tokens, users);
     const files = new FileService(
@@ -190,6 +200,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
         await usage.close();
         await audit.close();
         await upstream.close();
+        await agentUpstream.close();
         await closeCounters.close();
         await closeBus.close();
         await closeCache.close();

@@ -118,6 +118,12 @@ describe('loadConfig parses every variable', () => {
     expect(loadConfig({ WAYGATE_TRUST_PROXY: '1' }).trustProxy).toBe(1);
   });
 
+  it('WAYGATE_AGENT_ALLOW_PRIVATE_URLS: connected agents reach public addresses only unless it is true', () => {
+    expect(loadConfig({}).agents.allowPrivateUrls).toBe(false);
+    expect(loadConfig({ WAYGATE_AGENT_ALLOW_PRIVATE_URLS: 'true' }).agents.allowPrivateUrls).toBe(true);
+    expect(() => loadConfig({ WAYGATE_AGENT_ALLOW_PRIVATE_URLS: 'maybe' })).toThrow(/WAYGATE_AGENT_ALLOW_PRIVATE_URLS/);
+  });
+
   it('accepts PORT 0 and 65535 (the bounds)', () => {
     expect(loadConfig({ PORT: '0' }).port).toBe(0);
     expect(loadConfig({ PORT: '65535' }).port).toBe(65535);

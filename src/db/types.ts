@@ -274,6 +274,7 @@ export interface AgentsTable {
   metadata: JsonColumn;
   created_at: number;
   updated_at: number;
+  revision: number;
   deleted_at: number | null;
 }
 
@@ -286,7 +287,6 @@ export interface AgentVersionsTable {
   name: string;
   description: string | null;
   config: JsonColumn;
-  secrets: string | null;
   changelog: string | null;
   created_at: number;
 }
@@ -341,8 +341,8 @@ export interface Database {
   guardrail_evaluations: GuardrailEvaluationsTable;
   agents: AgentsTable;
   agent_versions: AgentVersionsTable;
-  conversations: ConversationsTable;
-  conversation_messages: ConversationMessagesTable;
+  agent_conversations: ConversationsTable;
+  agent_messages: ConversationMessagesTable;
 }
 
 export type Db = Kysely<Database>;

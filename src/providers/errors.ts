@@ -3,9 +3,9 @@ import { asText } from '../platform/text.js';
 /**
  * Why an upstream call failed. `http` carries the upstream's status and error body; the others have no answer.
  * `retryable` failures (429, 5xx, timeouts, refused connections) are retried before the first byte and then
- * hand over to the next fallback model.
+ * hand over to the next fallback model. `refused` is Waygate's own refusal (a non-public address, an oversized answer).
  */
-export type UpstreamFailure = 'http' | 'timeout' | 'connection' | 'malformed' | 'aborted';
+export type UpstreamFailure = 'http' | 'timeout' | 'connection' | 'malformed' | 'aborted' | 'refused';
 
 export class UpstreamError extends Error {
   constructor(

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { LookupFunction } from 'node:net';
 import { Agent } from 'undici';
 import { openAiErrorBody, UpstreamError } from './errors.js';
 
@@ -9,6 +10,10 @@ export interface UpstreamSettings {
   readTimeoutMs: number;
   /** Extra attempts after a retryable failure before the first byte. */
   retries: number;
+  /** Resolves upstream host names (connected agents: one that refuses non-public addresses). */
+  lookup?: LookupFunction;
+  /** Largest response body read; a larger one fails the call (default: no limit). */
+  maxResponseBytes?: number;
 }
 
 export interface UpstreamRequest {
@@ -35,6 +40,8 @@ function connectionError(err: unknown, signal: AbortSignal): UpstreamError {
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') {
     return new UpstreamError('timeout', `Upstream timed out (${code})`);
   }
+  // These two are Waygate's own refusals: their message says what was refused.
+  if (code === 'ERR_NON_PUBLIC_ADDRESS' || code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') return new UpstreamError('refused', `Upstream call refused: ${message}`);
   return new UpstreamError('connection', `Upstream connection failed: ${code || message}`);
 }
 
@@ -70,7 +77,8 @@ export class UpstreamClient {
     this.agent = new Agent({
       keepAliveTimeout: 30_000,
       // No cap on connections per upstream: a cap would queue long streams behind each other.
-      connect: { timeout: settings.connectTimeoutMs },
+      connect: { timeout: settings.connectTimeoutMs, ...(settings.lookup ? { lookup: settings.lookup } : {}) },
+      ...(settings.maxResponseBytes ? { maxResponseSize: settings.maxResponseBytes } : {}),
       headersTimeout: settings.readTimeoutMs,
       bodyTimeout: settings.readTimeoutMs,
     });

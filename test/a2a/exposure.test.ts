@@ -11,7 +11,7 @@ describe.each(BACKENDS)('A2A exposure and Agent Card on %s', (backend) => {
   const sendBody = { jsonrpc: '2.0', id: 1, method: 'message/send', params: { message: userMessage('0.3', 'hi') } };
 
   beforeAll(async () => {
-    t = await createTestApp({ backend, noWorkers: true });
+    t = await createTestApp({ backend, noWorkers: true, env: { WAYGATE_AGENT_ALLOW_PRIVATE_URLS: 'true' } });
   });
   afterAll(async () => t?.close());
 

@@ -8,7 +8,7 @@ describe.each(BACKENDS)('A2A JSON-RPC protocol errors on %s', (backend) => {
   let key: string;
 
   beforeAll(async () => {
-    t = await createTestApp({ backend, noWorkers: true });
+    t = await createTestApp({ backend, noWorkers: true, env: { WAYGATE_AGENT_ALLOW_PRIVATE_URLS: 'true' } });
     key = await exposedAgent(t);
   });
   afterAll(async () => t?.close());

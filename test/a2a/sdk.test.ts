@@ -63,7 +63,7 @@ describe.each(BACKENDS)('@a2a-js/sdk client against an exposed agent on %s', (ba
 
   beforeAll(async () => {
     fake = await startFakeOpenAi();
-    t = await createTestApp({ backend, noWorkers: true });
+    t = await createTestApp({ backend, noWorkers: true, env: { WAYGATE_AGENT_ALLOW_PRIVATE_URLS: 'true' } });
     await t.app.listen({ port: 0, host: '127.0.0.1' });
     const address = t.app.server.address();
     if (!address || typeof address === 'string') throw new Error('the app did not listen on a TCP port');
@@ -203,9 +203,9 @@ describe.each(BACKENDS)('@a2a-js/sdk client against an exposed agent on %s', (ba
     expect(second.body.output[0]!.content[0]!.text).toBe('Echo: pong');
     // The remote side held both turns in one conversation (the connector sent back the contextId it was given).
     const conversations = await t.ctx.database.db
-      .selectFrom('conversations')
-      .innerJoin('agents', 'agents.id', 'conversations.agent_id')
-      .select('conversations.id')
+      .selectFrom('agent_conversations')
+      .innerJoin('agents', 'agents.id', 'agent_conversations.agent_id')
+      .select('agent_conversations.id')
       .where('agents.key', '=', remote)
       .execute();
     expect(conversations).toHaveLength(1);

@@ -16,7 +16,7 @@ describe.each(BACKENDS)('agents: configuration and versions on %s', (backend) =>
   });
 
   beforeAll(async () => {
-    t = await createTestApp({ backend, noWorkers: true });
+    t = await createTestApp({ backend, noWorkers: true, env: { WAYGATE_AGENT_ALLOW_PRIVATE_URLS: 'true' } });
   });
   afterAll(async () => t?.close());
 
@@ -61,16 +61,57 @@ describe.each(BACKENDS)('agents: configuration and versions on %s', (backend) =>
     const native = await patch(agent.key, { config: { modelKey: 'local-chat', systemPrompt: 'x' } });
     expect(native.statusCode, native.body).toBe(200);
     expect(native.json().agent).toMatchObject({ kind: 'external', hasApiKey: true, config: { modelKey: 'local-chat', connection: { protocol: 'openai-chat', model: 'remote-model' } } });
-    const moved = await patch(agent.key, { config: { connection: { protocol: 'openai-chat', url: 'http://127.0.0.1:10/v1', model: 'other' } } });
-    expect(moved.json().agent.config.connection).toEqual({ protocol: 'openai-chat', url: 'http://127.0.0.1:10/v1', model: 'other', headerNames: ['X-Team'], hasApiKey: true });
+    const moved = await patch(agent.key, { config: { connection: { protocol: 'openai-chat', url: 'http://127.0.0.1:9/v2', model: 'other' } } });
+    expect(moved.json().agent.config.connection).toEqual({ protocol: 'openai-chat', url: 'http://127.0.0.1:9/v2', model: 'other', headerNames: ['X-Team'], hasApiKey: true });
     const stored = await t.ctx.database.db.selectFrom('agents').select('secrets').where('key', '=', agent.key).executeTakeFirstOrThrow();
     expect(JSON.parse(t.ctx.secrets.decrypt(stored.secrets!))).toEqual({ apiKey: SECRET, headers: { 'X-Team': 'team-secret' } });
-    const cleared = await patch(agent.key, { config: { connection: { protocol: 'openai-chat', url: 'http://127.0.0.1:10/v1', model: 'other', apiKey: null, headers: null } } });
+    const cleared = await patch(agent.key, { config: { connection: { protocol: 'openai-chat', url: 'http://127.0.0.1:9/v2', model: 'other', apiKey: null, headers: null } } });
     expect(cleared.json().agent).toMatchObject({ hasApiKey: false, config: { connection: { headerNames: [], hasApiKey: false } } });
     const toNative = await patch(agent.key, { config: { kind: 'native', connection: null } });
     expect(toNative.json().agent).toMatchObject({ kind: 'native', config: { connection: null, modelKey: 'local-chat' } });
     const renamed = await patch(agent.key, { name: 'Renamed', status: 'inactive', description: null });
     expect(renamed.json().agent).toMatchObject({ key: agent.key, name: 'Renamed', status: 'inactive', description: null });
+  });
+
+  it('PATCH to another origin must send apiKey and headers again (or null): stored secrets never follow the URL', async () => {
+    const agent = await createAgent(t, connected());
+    for (const connection of [
+      { protocol: 'openai-chat', url: 'http://127.0.0.1:10/v1', model: 'remote-model' },
+      { protocol: 'openai-chat', url: 'https://127.0.0.1:9/v1', model: 'remote-model', apiKey: 'sk-new' },
+      { protocol: 'openai-chat', url: 'http://localhost:9/v1', model: 'remote-model', headers: null },
+    ]) {
+      const refused = await patch(agent.key, { config: { connection } });
+      expect(refused.statusCode, refused.body).toBe(400);
+      expect(refused.json().error.message).toMatch(/moves the connection from http:\/\/127\.0\.0\.1:9 to .*send apiKey and headers again/);
+    }
+    const moved = await patch(agent.key, { config: { connection: { protocol: 'openai-chat', url: 'http://127.0.0.1:10/v1', model: 'remote-model', apiKey: 'sk-new', headers: null } } });
+    expect(moved.statusCode, moved.body).toBe(200);
+    expect(moved.json().agent.config.connection).toMatchObject({ url: 'http://127.0.0.1:10/v1', headerNames: [], hasApiKey: true });
+    const stored = await t.ctx.database.db.selectFrom('agents').select('secrets').where('key', '=', agent.key).executeTakeFirstOrThrow();
+    expect(JSON.parse(t.ctx.secrets.decrypt(stored.secrets!))).toEqual({ apiKey: 'sk-new' });
+    // Without stored secrets there is nothing to carry over: a move needs nothing more.
+    const bare = await createAgent(t, { name: 'Bare', config: { connection: { protocol: 'a2a', url: 'http://127.0.0.1:9/a2a' } } });
+    expect((await patch(bare.key, { config: { connection: { protocol: 'a2a', url: 'http://127.0.0.1:11/a2a' } } })).statusCode).toBe(200);
+  });
+
+  it('concurrent PATCHes of different fields all land (no lost update)', async () => {
+    const agent = await createAgent(t, { name: 'Busy', config: { modelKey: 'local-chat' } });
+    const changes = [
+      { name: 'Busy renamed' },
+      { description: 'described' },
+      { config: { systemPrompt: 'prompted' } },
+      { config: { temperature: 0.5 } },
+      { config: { maxTokens: 42 } },
+      { metadata: { team: 'blue' } },
+      { status: 'draft' },
+      { config: { topP: 0.5 } },
+    ];
+    const results = await Promise.all(changes.map((change) => patch(agent.key, change)));
+    expect(results.map((r) => r.statusCode)).toEqual(changes.map(() => 200));
+    expect((await get(agent.key)).json().agent).toMatchObject({
+      name: 'Busy renamed', description: 'described', status: 'draft', metadata: { team: 'blue' },
+      config: { modelKey: 'local-chat', systemPrompt: 'prompted', temperature: 0.5, maxTokens: 42, topP: 0.5 },
+    });
   });
 
   it.each([
@@ -82,6 +123,12 @@ describe.each(BACKENDS)('agents: configuration and versions on %s', (backend) =>
     ['a chat connection without model', { name: 'x', config: { connection: { protocol: 'openai-chat', url: 'http://127.0.0.1:9' } } }, /config\.connection\.model is required/],
     ['a connection URL that is not http', { name: 'x', config: { connection: { protocol: 'a2a', url: 'file:///etc/passwd' } } }, /absolute http/],
     ['a reserved header', { name: 'x', config: { connection: { protocol: 'a2a', url: 'http://127.0.0.1:9', headers: { Authorization: 'x' } } } }, /may not set Authorization/],
+    ['a connection-control header', { name: 'x', config: { connection: { protocol: 'a2a', url: 'http://127.0.0.1:9', headers: { 'Transfer-Encoding': 'chunked' } } } }, /may not set Transfer-Encoding/],
+    ['a cookie header', { name: 'x', config: { connection: { protocol: 'a2a', url: 'http://127.0.0.1:9', headers: { cookie: 'a=b' } } } }, /may not set cookie/],
+    ['a header value with a line break', { name: 'x', config: { connection: { protocol: 'a2a', url: 'http://127.0.0.1:9', headers: { 'X-A': 'a\r\nX-B: b' } } } }, /headers\.X-A may only hold printable ASCII/],
+    ['an apiKey with a line break', { name: 'x', config: { connection: { protocol: 'a2a', url: 'http://127.0.0.1:9', apiKey: 'sk\nx' } } }, /apiKey may only hold printable ASCII/],
+    ['credentials in the URL', { name: 'x', config: { connection: { protocol: 'a2a', url: 'http://user:pw@127.0.0.1:9' } } }, /may not hold credentials/],
+    ['too many headers', { name: 'x', config: { connection: { protocol: 'a2a', url: 'http://127.0.0.1:9', headers: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`X-H${i}`, 'v'])) } } }, /headers/],
     ['a bad status', { name: 'x', status: 'paused' }, /status must be one of: active, inactive, draft/],
     ['a temperature out of range', { name: 'x', config: { temperature: 3 } }, /temperature/],
     ['an unknown config field', { name: 'x', config: { tools: [] } }, /config\.tools is not a known field/],

@@ -16,7 +16,7 @@ describe.each(BACKENDS)('openai SDK responses.create against an agent on %s', (b
 
   beforeAll(async () => {
     fake = await startFakeOpenAi();
-    t = await createTestApp({ backend, noWorkers: true });
+    t = await createTestApp({ backend, noWorkers: true, env: { WAYGATE_AGENT_ALLOW_PRIVATE_URLS: 'true' } });
     await t.app.listen({ port: 0, host: '127.0.0.1' });
     const address = t.app.server.address();
     if (!address || typeof address === 'string') throw new Error('the app did not listen on a TCP port');

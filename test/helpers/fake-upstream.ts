@@ -10,6 +10,8 @@ import type { AddressInfo, Socket } from 'node:net';
 export interface RecordedRequest {
   method: string;
   path: string;
+  /** The path with its query. */
+  url: string;
   headers: http.IncomingHttpHeaders;
   body: Record<string, unknown>;
 }
@@ -94,7 +96,7 @@ async function startFake(handlers: Record<string, Handler>): Promise<FakeUpstrea
   const server = http.createServer(async (req, res) => {
     const body = await readBody(req);
     const path = (req.url ?? '').split('?')[0]!;
-    const recorded: RecordedRequest = { method: req.method ?? '', path, headers: req.headers, body };
+    const recorded: RecordedRequest = { method: req.method ?? '', path, url: req.url ?? '', headers: req.headers, body };
     fake.requests.push(recorded);
     res.on('close', () => {
       if (!res.writableFinished) fake.aborted++;

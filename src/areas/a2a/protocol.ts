@@ -129,7 +129,8 @@ export function paramsObject(params: unknown): Record<string, unknown> {
 // --- Task ids -------------------------------------------------------------------------------------------------
 
 const CONVERSATION_PREFIX = 'conv_';
-const TASK_ID = /^task_([a-z2-7]{24})_(\d{1,9})$/;
+/** One spelling per task: the seq without leading zeros. */
+const TASK_ID = /^task_([a-z2-7]{24})_(0|[1-9]\d{0,8})$/;
 
 /**
  * A task is one turn of a stored conversation: `task_<the conversation id's 24 characters>_<seq>`, where seq is the

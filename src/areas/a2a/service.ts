@@ -74,7 +74,7 @@ const METHODS: Record<Dialect, Record<string, Operation | RpcError>> = {
 /** A method of the other dialect: named in the -32601 message, with the header that selects it. */
 function otherDialectHint(dialect: Dialect, method: string): string {
   const other: Dialect = dialect === '0.3' ? '1.0' : '0.3';
-  if (!(method in METHODS[other])) return '';
+  if (!Object.hasOwn(METHODS[other], method)) return '';
   return dialect === '0.3'
     ? ` (an A2A 1.0 method: send the header A2A-Version: 1.0; without it the request is read as A2A 0.3)`
     : ` (an A2A 0.3 method: send A2A-Version: 0.3 or no A2A-Version header)`;
@@ -105,7 +105,7 @@ export class A2aService {
   }
 
   async card(agent: AgentRecord, dialect: Dialect | null, url: string) {
-    return agentCard({ agent, publishedVersion: await this.agents.publishedVersion(agent), url }, dialect);
+    return agentCard({ agent, publishedVersion: await this.agents.publishedVersion({ tenantId: agent.tenantId, projectId: agent.projectId }, agent), url }, dialect);
   }
 
   /** One JSON-RPC request: always an envelope with `result` or `error` (HTTP 200). */
@@ -152,9 +152,14 @@ export class A2aService {
     }
     if (message.contextId !== undefined) await this.contextConversation(caller.scope, agent, message.contextId);
     // Failures of the run (AppError: guardrail blocks, budgets, upstream errors) are mapped in toRpcError.
-    const turn = await this.runner.respond(caller, agent, { input: [{ role: 'user', content: message.text }], conversationId: message.contextId, runtimeContext: message.runtimeContext });
+    const turn = await this.runner.respond(caller, agent, {
+      input: [{ role: 'user', content: message.text }],
+      conversationId: message.contextId,
+      runtimeContext: message.runtimeContext,
+      endpoint: '/a2a',
+    });
     const conversation = await this.runner.conversation(caller.scope, agent, turn.conversationId);
-    const messages = turnOf(await this.runner.messages(conversation), turn.reply.seq);
+    const messages = turnOf(await this.runner.messages(caller.scope, conversation), turn.reply.seq);
     if (!messages) throw new Error(`the reply ${turn.reply.seq} of ${turn.conversationId} was not stored`);
     return taskView(dialect, turn.conversationId, messages, message.historyLength);
   }
@@ -173,7 +178,7 @@ export class A2aService {
       if (err instanceof AppError && err.statusCode === 404) return null;
       throw err;
     });
-    const messages = conversation ? turnOf(await this.runner.messages(conversation), parsed.seq) : null;
+    const messages = conversation ? turnOf(await this.runner.messages(scope, conversation), parsed.seq) : null;
     if (!conversation || !messages) throw RPC_ERRORS.taskNotFound(taskId);
     return { conversation, messages };
   }

@@ -31,6 +31,7 @@ function textPart(dialect: Dialect, text: string) {
 }
 
 function messageView(dialect: Dialect, conversationId: string, taskId: string, message: MessageRecord) {
+  // A2A has two roles: system messages a Responses caller sent show as the user's.
   const agent = message.role === 'assistant';
   return {
     ...(dialect === '0.3' ? { kind: 'message' as const } : {}),

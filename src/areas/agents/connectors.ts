@@ -3,6 +3,7 @@ import { ERRORS } from '../../http/errors.js';
 import { UpstreamError } from '../../providers/errors.js';
 import type { UpstreamClient } from '../../providers/http.js';
 import { parseObject } from '../../providers/http.js';
+import { mergeHeaders } from './headers.js';
 import type { ConnectionSecrets } from './service.js';
 import type { Connection } from './store.js';
 
@@ -19,8 +20,8 @@ export interface ConnectionCall {
   input: TurnMessage[];
   /** The remote side's id of this conversation (an A2A contextId), when it gave one. */
   remoteContext: string | null;
-  /** Caller runtime headers (A2A `runtime_context`), forwarded as request headers. */
-  runtimeHeaders: Record<string, string>;
+  /** Caller runtime context (A2A `runtime_context`): its header-like entries are forwarded as request headers. */
+  runtimeContext: Record<string, unknown> | undefined;
   signal: AbortSignal;
   requestId: string;
 }
@@ -29,25 +30,17 @@ export interface ConnectionAnswer {
   text: string;
   usage: { inputTokens: number; outputTokens: number } | null;
   remoteContext: string | null;
-  upstreamMs: number;
 }
 
-const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$/;
-const HEADER_VALUE = /^[\t\x20-\x7e]{0,2000}$/;
-/** Headers a caller's runtime context may not set on the call to a connected agent. */
-const PROTECTED = new Set(['authorization', 'content-type', 'content-length', 'host', 'a2a-version', 'x-request-id', 'cookie', 'connection', 'transfer-encoding']);
+/** A connected agent's answer is read whole; a larger one fails the call rather than filling memory. */
+export const AGENT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024;
+const MAX_TOKENS = 2 ** 31 - 1;
 
-/** Runtime context entries that can be headers; the rest are not forwarded. */
-export function runtimeHeaders(context: Record<string, unknown> | undefined): Record<string, string> {
-  const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(context ?? {})) {
-    if (typeof value === 'string' && HEADER_NAME.test(name) && HEADER_VALUE.test(value) && !PROTECTED.has(name.toLowerCase())) headers[name] = value;
-  }
-  return headers;
-}
-
+/** An endpoint under a base URL, as an OpenAI SDK joins them: the base's path and query stay. */
 function endpoint(base: string, path: string): string {
-  return `${base.replace(/\/+$/, '')}${path}`;
+  const url = new URL(base);
+  url.pathname = `${url.pathname.replace(/\/+$/, '')}${path}`;
+  return url.toString();
 }
 
 /** The connected agent's failure as the client's: 504 after a timeout, else 502 naming what went wrong. */
@@ -63,23 +56,30 @@ function malformed(what: string): Error {
   return ERRORS.upstreamFailed(`The connected agent answered without ${what}`);
 }
 
+/** Token counts as reported, when they are counts (else null: Waygate counts them itself). */
+function reportedUsage(input: unknown, output: unknown): ConnectionAnswer['usage'] {
+  const count = (n: unknown) => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= MAX_TOKENS;
+  if (!count(input) || !(output === undefined || count(output))) return null;
+  return { inputTokens: input as number, outputTokens: (output as number | undefined) ?? 0 };
+}
+
 function openAiChatBody(connection: Connection, call: ConnectionCall) {
   return { model: connection.model, messages: call.messages.map((m) => ({ role: m.role, content: m.content })) };
 }
 
-function openAiChatAnswer(parsed: unknown): Omit<ConnectionAnswer, 'remoteContext' | 'upstreamMs'> {
+function openAiChatAnswer(parsed: unknown): Omit<ConnectionAnswer, 'remoteContext'> {
   const answer = parsed as { choices?: { message?: { content?: unknown } }[]; usage?: { prompt_tokens?: unknown; completion_tokens?: unknown } } | null;
   const content = answer?.choices?.[0]?.message?.content;
   if (typeof content !== 'string') throw malformed('a message');
   const usage = answer?.usage;
-  return { text: content, usage: typeof usage?.prompt_tokens === 'number' ? { inputTokens: usage.prompt_tokens, outputTokens: Number(usage.completion_tokens ?? 0) } : null };
+  return { text: content, usage: reportedUsage(usage?.prompt_tokens, usage?.completion_tokens) };
 }
 
 function openAiResponsesBody(connection: Connection, call: ConnectionCall) {
   return { model: connection.model, input: call.messages.map((m) => ({ type: 'message', role: m.role, content: m.content })) };
 }
 
-function openAiResponsesAnswer(parsed: unknown): Omit<ConnectionAnswer, 'remoteContext' | 'upstreamMs'> {
+function openAiResponsesAnswer(parsed: unknown): Omit<ConnectionAnswer, 'remoteContext'> {
   const answer = parsed as { output?: { type?: unknown; content?: { type?: unknown; text?: unknown }[] }[]; usage?: { input_tokens?: unknown; output_tokens?: unknown } } | null;
   if (!Array.isArray(answer?.output)) throw malformed('output');
   const text = answer.output
@@ -89,23 +89,29 @@ function openAiResponsesAnswer(parsed: unknown): Omit<ConnectionAnswer, 'remoteC
     .map((part) => part.text as string)
     .join('');
   const usage = answer.usage;
-  return { text, usage: typeof usage?.input_tokens === 'number' ? { inputTokens: usage.input_tokens, outputTokens: Number(usage.output_tokens ?? 0) } : null };
+  return { text, usage: reportedUsage(usage?.input_tokens, usage?.output_tokens) };
 }
 
-/** A2A 0.3 `message/send` (the dialect every A2A server speaks): the new text, and the remote context to continue. */
+/**
+ * A2A 0.3 `message/send` (the dialect every A2A server speaks): the new text, and the remote context to continue.
+ * Blocking: the answer is the finished task (or a message), not one still working.
+ */
 function a2aBody(call: ConnectionCall) {
   const text = call.input.map((m) => m.content).join('\n\n');
   return {
     jsonrpc: '2.0',
     id: call.requestId,
     method: 'message/send',
-    params: { message: { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text }], ...(call.remoteContext ? { contextId: call.remoteContext } : {}) } },
+    params: {
+      message: { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text }], ...(call.remoteContext ? { contextId: call.remoteContext } : {}) },
+      configuration: { blocking: true },
+    },
   };
 }
 
 type A2aPart = { kind?: unknown; text?: unknown };
 
-function a2aAnswer(parsed: unknown): Omit<ConnectionAnswer, 'upstreamMs'> {
+function a2aAnswer(parsed: unknown): ConnectionAnswer {
   const envelope = parsed as { result?: Record<string, unknown>; error?: { code?: unknown; message?: unknown } } | null;
   if (envelope?.error) throw ERRORS.upstreamFailed(`The connected agent answered JSON-RPC error ${String(envelope.error.code)}: ${String(envelope.error.message ?? '').slice(0, 200)}`);
   const result = envelope?.result;
@@ -114,6 +120,9 @@ function a2aAnswer(parsed: unknown): Omit<ConnectionAnswer, 'upstreamMs'> {
   let text: string[];
   if (result.kind === 'message') text = texts(result.parts);
   else {
+    // A task that did not complete has no answer to give: it failed, was refused, or waits for what a turn cannot send.
+    const state = (result.status as { state?: unknown } | undefined)?.state;
+    if (state !== 'completed') throw ERRORS.upstreamFailed(`The connected agent's task ended ${typeof state === 'string' ? state.slice(0, 50) : 'without a state'}, not completed`);
     const artifacts = (result.artifacts as { parts?: unknown }[] | undefined) ?? [];
     text = artifacts.flatMap((a) => texts(a.parts));
     if (text.length === 0) text = texts((result.status as { message?: { parts?: unknown } } | undefined)?.message?.parts);
@@ -128,7 +137,7 @@ function a2aAnswer(parsed: unknown): Omit<ConnectionAnswer, 'upstreamMs'> {
  * for OpenAI (the whole conversation is sent each turn); A2A continues the remote context it gave.
  */
 export async function callConnection(upstream: UpstreamClient, connection: Connection, secrets: ConnectionSecrets, call: ConnectionCall): Promise<ConnectionAnswer> {
-  const headers: Record<string, string> = { ...call.runtimeHeaders, ...secrets.headers, 'x-request-id': call.requestId };
+  const headers: Record<string, string> = { ...mergeHeaders(call.runtimeContext, secrets.headers), 'x-request-id': call.requestId };
   if (secrets.apiKey) headers.authorization = `Bearer ${secrets.apiKey}`;
   const request =
     connection.protocol === 'openai-chat'
@@ -137,15 +146,13 @@ export async function callConnection(upstream: UpstreamClient, connection: Conne
         ? { url: endpoint(connection.url, '/responses'), body: openAiResponsesBody(connection, call) }
         : { url: connection.url, body: a2aBody(call) };
   let parsed: Record<string, unknown>;
-  let upstreamMs: number;
   try {
     const response = await upstream.postJson({ url: request.url, headers, body: JSON.stringify(request.body), signal: call.signal });
     parsed = parseObject(response.text);
-    upstreamMs = response.ms;
   } catch (err) {
     throw failed(err);
   }
-  if (connection.protocol === 'a2a') return { ...a2aAnswer(parsed), upstreamMs };
+  if (connection.protocol === 'a2a') return a2aAnswer(parsed);
   const answer = connection.protocol === 'openai-chat' ? openAiChatAnswer(parsed) : openAiResponsesAnswer(parsed);
-  return { ...answer, remoteContext: null, upstreamMs };
+  return { ...answer, remoteContext: null };
 }

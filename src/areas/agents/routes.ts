@@ -20,8 +20,7 @@ import {
   type ResponsesBody,
   type UpdateAgentBody,
 } from './schemas.js';
-import { agentSummary, agentView, versionView } from './service.js';
-import type { AgentRecord } from './store.js';
+import type { AgentRecord, VersionRecord } from './store.js';
 
 type AgentParams = { agentKey: string };
 const RESPONSE_PREFIX = 'resp_';
@@ -33,6 +32,46 @@ function turnInput(input: Static<typeof ResponsesBody>['input']): TurnMessage[] 
     role: item.role === 'developer' ? 'system' : item.role,
     content: typeof item.content === 'string' ? item.content : item.content.map((part) => part.text).join(''),
   }));
+}
+
+/** Interface 2.4: a list entry, with the model configuration the agent runs with. */
+function agentSummary(agent: AgentRecord) {
+  return {
+    key: agent.key,
+    name: agent.name,
+    description: agent.description,
+    status: agent.status,
+    createdAt: new Date(agent.createdAt).toISOString(),
+    modelKey: agent.config.modelKey,
+    temperature: agent.config.temperature,
+    topP: agent.config.topP,
+    maxTokens: agent.config.maxTokens,
+  };
+}
+
+/** The full view: never the connection's API key or header values (`hasApiKey`, `headerNames`). */
+function agentView(agent: AgentRecord, publishedVersion: number | null) {
+  return {
+    ...agentSummary(agent),
+    updatedAt: new Date(agent.updatedAt).toISOString(),
+    kind: agent.config.kind,
+    hasApiKey: agent.config.connection?.hasApiKey ?? false,
+    config: agent.config,
+    metadata: agent.metadata,
+    publishedVersion,
+  };
+}
+
+function versionView(agent: AgentRecord, version: VersionRecord) {
+  return {
+    agentKey: agent.key,
+    number: version.number,
+    name: version.name,
+    description: version.description,
+    changelog: version.changelog,
+    config: version.config,
+    createdAt: new Date(version.createdAt).toISOString(),
+  };
 }
 
 /** Interface 2.5: one completed object in OpenAI Responses format; its id names the conversation. */
@@ -94,15 +133,17 @@ export async function agentRoutes(app: FastifyInstance, { ctx }: { ctx: Context 
   });
 
   app.get<{ Params: AgentParams }>('/api/client/v1/agents/:agentKey', { schema: getAgentSchema }, async (request) => {
-    const agent = await agents.get(projectScope(request), request.params.agentKey);
-    return { agent: agentView(agent, await agents.publishedVersion(agent)) };
+    const scope = projectScope(request);
+    const agent = await agents.get(scope, request.params.agentKey);
+    return { agent: agentView(agent, await agents.publishedVersion(scope, agent)) };
   });
 
   app.patch<{ Params: AgentParams; Body: Static<typeof UpdateAgentBody> }>('/api/client/v1/agents/:agentKey', { schema: updateAgentSchema }, async (request) => {
     request.auditResource = { type: 'agent', id: request.params.agentKey };
     const { request_id: _requestId, ...patch } = request.body;
-    const agent = await agents.update(projectScope(request), request.params.agentKey, patch);
-    return { agent: agentView(agent, await agents.publishedVersion(agent)) };
+    const scope = projectScope(request);
+    const agent = await agents.update(scope, request.params.agentKey, patch);
+    return { agent: agentView(agent, await agents.publishedVersion(scope, agent)) };
   });
 
   app.delete<{ Params: AgentParams }>('/api/client/v1/agents/:agentKey', { schema: deleteAgentSchema }, async (request) => {
@@ -132,7 +173,12 @@ export async function agentRoutes(app: FastifyInstance, { ctx }: { ctx: Context 
       if (!body.previous_response_id.startsWith(RESPONSE_PREFIX)) throw ERRORS.notFound('Response', body.previous_response_id);
       conversationId = body.previous_response_id.slice(RESPONSE_PREFIX.length);
     }
-    const turn = await agentRunner.respond(callerOf(request, reply), agent, { input: turnInput(body.input), conversationId, version: body.version ?? undefined });
+    const turn = await agentRunner.respond(callerOf(request, reply), agent, {
+      input: turnInput(body.input),
+      conversationId,
+      version: body.version ?? undefined,
+      endpoint: '/agents/responses',
+    });
     return reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(responseView(agent, turn)));
   });
 }

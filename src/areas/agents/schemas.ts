@@ -10,8 +10,16 @@ const ConnectionInput = Type.Object(
     protocol: StringEnum(CONNECTION_PROTOCOLS, { description: 'a2a (url: the agent\'s JSON-RPC endpoint), openai-chat or openai-responses (url: the base URL, as an OpenAI SDK takes it)' }),
     url: Type.String({ minLength: 1, maxLength: 2048 }),
     model: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 200 }))),
-    headers: Type.Optional(Type.Union([Type.Record(Type.String(), Type.String({ maxLength: 4096 })), Type.Null()], { description: 'Sent on every call; values are stored encrypted and never shown' })),
-    apiKey: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 4096 }), Type.Null()], { description: 'Sent as Authorization: Bearer; stored encrypted, never shown (hasApiKey); omitted on PATCH keeps it' })),
+    headers: Type.Optional(
+      Type.Union([Type.Record(Type.String(), Type.String({ maxLength: 4096 }), { maxProperties: 50 }), Type.Null()], {
+        description: 'Sent on every call; values are stored encrypted and never shown. Omitted on PATCH keeps them (same origin only)',
+      }),
+    ),
+    apiKey: Type.Optional(
+      Type.Union([Type.String({ minLength: 1, maxLength: 4096 }), Type.Null()], {
+        description: 'Sent as Authorization: Bearer; stored encrypted, never shown (hasApiKey). Omitted on PATCH keeps it while the URL keeps its origin',
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -23,7 +31,7 @@ const ConfigInput = Type.Object(
     systemPrompt: Type.Optional(Nullable(Type.String({ maxLength: 50_000 }))),
     temperature: Type.Optional(Nullable(Type.Number({ minimum: 0, maximum: 2 }))),
     topP: Type.Optional(Nullable(Type.Number({ minimum: 0, maximum: 1 }))),
-    maxTokens: Type.Optional(Nullable(Type.Integer({ minimum: 1 }))),
+    maxTokens: Type.Optional(Nullable(Type.Integer({ minimum: 1, maximum: 2_147_483_647 }))),
     inputGuardrailKey: Type.Optional(Nullable(Key)),
     outputGuardrailKey: Type.Optional(Nullable(Key)),
     connection: Type.Optional(Type.Union([ConnectionInput, Type.Null()])),
@@ -160,9 +168,9 @@ const InputItem = Type.Object(
 export const ResponsesBody = Type.Object(
   {
     model: Type.String({ minLength: 1, maxLength: 200, description: 'The agent key' }),
-    input: Type.Union([Type.String(), Type.Array(InputItem)], { description: 'A text, or message items (text only)' }),
+    input: Type.Union([Type.String(), Type.Array(InputItem, { maxItems: 1000 })], { description: 'A text, or up to 1000 message items (text only)' }),
     previous_response_id: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()], { description: 'resp_<conversation id>: continues that conversation' })),
-    version: Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()], { description: 'A published version to run (default: the newest)' })),
+    version: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: 2_147_483_647 }), Type.Null()], { description: 'A published version to run (default: the newest)' })),
     stream: Type.Optional(Type.Union([Type.Boolean(), Type.Null()])),
   },
   { additionalProperties: true, description: 'OpenAI Responses request; other OpenAI fields are accepted and ignored (the agent decides instructions and sampling)' },

@@ -5,7 +5,9 @@ import { newId, randomBase32, slugify } from '../../platform/ids.js';
 import type { SecretBox } from '../../platform/secrets.js';
 import type { GuardrailService } from '../guardrails/service.js';
 import type { ModelService } from '../models/service.js';
-import type { AgentConfig, AgentRecord, AgentStatus, AgentStore, ConnectionProtocol, VersionRecord } from './store.js';
+import { nonPublicLiteralHost } from './addresses.js';
+import { checkConnectionHeaders, checkHeaderValue } from './headers.js';
+import type { AgentConfig, AgentRecord, AgentStatus, AgentStore, Connection, ConnectionProtocol, VersionRecord } from './store.js';
 
 export interface ConnectionInput {
   protocol: ConnectionProtocol;
@@ -45,19 +47,30 @@ export interface ConnectionSecrets {
   headers?: Record<string, string>;
 }
 
+export interface AgentSettings {
+  /** Connections may point at loopback, private and link-local addresses. */
+  allowPrivateUrls: boolean;
+}
+
 const NATIVE_FIELDS = ['modelKey', 'systemPrompt', 'temperature', 'topP', 'maxTokens', 'inputGuardrailKey', 'outputGuardrailKey'] as const;
 const EMPTY_CONFIG: AgentConfig = {
   kind: 'native', modelKey: null, systemPrompt: null, temperature: null, topP: null, maxTokens: null, inputGuardrailKey: null, outputGuardrailKey: null, connection: null,
 };
 const KEY_ATTEMPTS = 3;
-const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
-const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
-/** Headers Waygate sets itself on calls to a connected agent. */
-const RESERVED_HEADERS = new Set(['authorization', 'content-type', 'content-length', 'host', 'a2a-version', 'x-request-id']);
+/**
+ * Concurrent changes of one agent are made one after another. Every lost race means another change landed, so this
+ * many lost races in a row takes that many writers at once on one agent; beyond it the change is a 409.
+ */
+const UPDATE_ATTEMPTS = 20;
+const PRIVATE_URLS_HINT = 'set WAYGATE_AGENT_ALLOW_PRIVATE_URLS=true to allow loopback and private networks';
 
 /** Whether the agent is exposed over A2A (interface 4.1 rule 1: opt-in through `metadata.a2a.enabled`). */
 export function a2aEnabled(agent: AgentRecord): boolean {
   return (agent.metadata.a2a as { enabled?: unknown } | undefined)?.enabled === true;
+}
+
+function originOf(connection: Connection | null): string | null {
+  return connection ? new URL(connection.url).origin : null;
 }
 
 /**
@@ -70,6 +83,7 @@ export class AgentService {
     private readonly models: ModelService,
     private readonly guardrails: GuardrailService,
     private readonly secrets: SecretBox,
+    private readonly settings: AgentSettings,
   ) {}
 
   list(scope: ProjectScope, status?: AgentStatus): Promise<AgentRecord[]> {
@@ -86,7 +100,7 @@ export class AgentService {
   /** The key is a slug of the name and a short random suffix, unique in the project. */
   async create(scope: ProjectScope, input: AgentInput): Promise<AgentRecord> {
     const now = Date.now();
-    const { config, secrets } = await this.applyConfig(scope, EMPTY_CONFIG, {}, input.config ?? {});
+    const { config, secrets } = await this.applyConfig(scope, { config: EMPTY_CONFIG, secrets: null }, input.config ?? {});
     for (let attempt = 1; ; attempt++) {
       const agent: AgentRecord = {
         id: newId('agt'),
@@ -100,9 +114,10 @@ export class AgentService {
         metadata: input.metadata ?? {},
         createdAt: now,
         updatedAt: now,
+        revision: 1,
       };
       try {
-        await this.store.insert(agent);
+        await this.store.insert(scope, agent);
         return agent;
       } catch (err) {
         if (!isUniqueViolation(err) || attempt >= KEY_ATTEMPTS) throw err;
@@ -113,23 +128,27 @@ export class AgentService {
   /**
    * Interface 4.1: fields given replace the stored ones. Native settings never overwrite a stored connection (the
    * agent stays connected unless `kind` says otherwise), and a connection without `apiKey` keeps the stored key.
+   * The patch is applied to the agent as stored and written only if nobody changed it meanwhile (else applied again
+   * to the newer agent), so concurrent patches of different fields both land.
    */
   async update(scope: ProjectScope, key: string, patch: AgentPatch): Promise<AgentRecord> {
-    const agent = await this.get(scope, key);
-    const stored = agent.secrets ? (JSON.parse(this.secrets.decrypt(agent.secrets)) as ConnectionSecrets) : {};
-    const { config, secrets } = patch.config ? await this.applyConfig(scope, agent.config, stored, patch.config) : { config: agent.config, secrets: agent.secrets };
-    const updated: AgentRecord = {
-      ...agent,
-      name: patch.name ?? agent.name,
-      description: patch.description === undefined ? agent.description : patch.description,
-      status: patch.status ?? agent.status,
-      config,
-      secrets,
-      metadata: patch.metadata ?? agent.metadata,
-      updatedAt: Date.now(),
-    };
-    await this.store.update(scope, updated);
-    return updated;
+    for (let attempt = 1; attempt <= UPDATE_ATTEMPTS; attempt++) {
+      const agent = await this.get(scope, key);
+      const { config, secrets } = patch.config ? await this.applyConfig(scope, agent, patch.config) : agent;
+      const updated: AgentRecord = {
+        ...agent,
+        name: patch.name ?? agent.name,
+        description: patch.description === undefined ? agent.description : patch.description,
+        status: patch.status ?? agent.status,
+        config,
+        secrets,
+        metadata: patch.metadata ?? agent.metadata,
+        updatedAt: Date.now(),
+        revision: agent.revision + 1,
+      };
+      if (await this.store.update(scope, updated)) return updated;
+    }
+    throw ERRORS.conflict(`Agent "${key}" is being changed by other requests; send the change again`);
   }
 
   /** Deleted agents answer 404; their versions and conversations stay, for audit. */
@@ -139,54 +158,104 @@ export class AgentService {
 
   /** Interface 9.4: an immutable snapshot of the current configuration, numbered one after the last. */
   async publish(scope: ProjectScope, key: string, changelog: string | null): Promise<{ agent: AgentRecord; version: VersionRecord }> {
-    const agent = await this.get(scope, key);
-    return { agent, version: await this.store.publish(agent, changelog, Date.now()) };
+    const published = await this.store.publish(scope, key, changelog, Date.now());
+    if (!published) throw ERRORS.notFound('Agent', key);
+    return published;
   }
 
   /** A pinned published version (404 when there is none with that number), or the newest (400 when never published). */
-  async versionToRun(agent: AgentRecord, number?: number): Promise<VersionRecord> {
-    const version = await this.store.version(agent.id, number);
+  async versionToRun(scope: ProjectScope, agent: AgentRecord, number?: number): Promise<VersionRecord> {
+    const version = await this.store.version(scope, agent.id, number);
     if (version) return version;
     if (number !== undefined) throw ERRORS.notFound('Version', `${agent.key}@${number}`);
     throw ERRORS.validation(`Agent "${agent.key}" has no published version; publish it first (POST /agents/${agent.key}/publish)`);
   }
 
   /** The latest published version number, or null. */
-  async publishedVersion(agent: AgentRecord): Promise<number | null> {
-    return (await this.store.version(agent.id))?.number ?? null;
+  async publishedVersion(scope: ProjectScope, agent: AgentRecord): Promise<number | null> {
+    return (await this.store.version(scope, agent.id))?.number ?? null;
   }
 
-  /** The decrypted secrets of a version's connection. */
-  secretsOf(version: VersionRecord): ConnectionSecrets {
-    return version.secrets ? (JSON.parse(this.secrets.decrypt(version.secrets)) as ConnectionSecrets) : {};
+  /**
+   * The secrets to call a version's connection with: the agent's current ones (a rotated key applies to every
+   * version), but only while the agent still connects to the version's origin, so an old version never carries
+   * the key to a server it was not meant for. Refuses a non-public address the operator no longer allows.
+   */
+  callSecrets(agent: AgentRecord, version: VersionRecord): ConnectionSecrets {
+    const connection = version.config.connection!;
+    const host = this.settings.allowPrivateUrls ? null : nonPublicLiteralHost(new URL(connection.url));
+    if (host) throw ERRORS.validation(`Agent "${agent.key}" version ${version.number} connects to ${host}, which is not a public address; ${PRIVATE_URLS_HINT}`);
+    if (!agent.secrets || originOf(agent.config.connection) !== originOf(connection)) return {};
+    return this.open(agent.secrets);
+  }
+
+  private open(sealed: string | null): ConnectionSecrets {
+    return sealed ? (JSON.parse(this.secrets.decrypt(sealed)) as ConnectionSecrets) : {};
   }
 
   /** Merges an input into a configuration and checks it against the project; seals the connection's secrets. */
-  private async applyConfig(scope: ProjectScope, current: AgentConfig, stored: ConnectionSecrets, input: AgentConfigInput): Promise<{ config: AgentConfig; secrets: string | null }> {
-    const config: AgentConfig = { ...current };
+  private async applyConfig(scope: ProjectScope, current: { config: AgentConfig; secrets: string | null }, input: AgentConfigInput): Promise<{ config: AgentConfig; secrets: string | null }> {
+    const config: AgentConfig = { ...current.config };
     for (const field of NATIVE_FIELDS) if (input[field] !== undefined) (config as unknown as Record<string, unknown>)[field] = input[field];
-    let secrets = stored;
+    let secrets = current.secrets;
     if (input.connection === null) {
       config.connection = null;
-      secrets = {};
+      secrets = null;
     } else if (input.connection) {
-      const c = input.connection;
-      checkConnection(c);
-      secrets = {
-        apiKey: c.apiKey === undefined ? stored.apiKey : (c.apiKey ?? undefined),
-        headers: c.headers === undefined ? stored.headers : (c.headers ?? undefined),
-      };
-      config.connection = { protocol: c.protocol, url: c.url, model: c.model ?? null, headerNames: Object.keys(secrets.headers ?? {}), hasApiKey: secrets.apiKey !== undefined };
+      const { connection, sealed } = this.applyConnection(current.config.connection, current.secrets, input.connection);
+      config.connection = connection;
+      secrets = sealed;
     }
     // A connection makes an agent external; only an explicit kind turns a connected agent back into a native one.
-    config.kind = input.kind ?? (input.connection ? 'external' : current.kind);
+    config.kind = input.kind ?? (input.connection ? 'external' : current.config.kind);
     if (config.kind === 'external' && !config.connection) throw ERRORS.validation('config.connection is required for an external agent');
     if (config.kind === 'external' && config.connection!.protocol !== 'a2a' && !config.connection!.model) {
       throw ERRORS.validation(`config.connection.model is required for ${config.connection!.protocol} (the model the connected service runs)`);
     }
     await this.checkReferences(scope, config);
-    const hasSecrets = secrets.apiKey !== undefined || Object.keys(secrets.headers ?? {}).length > 0;
-    return { config, secrets: hasSecrets ? this.secrets.encrypt(JSON.stringify(secrets)) : null };
+    return { config, secrets };
+  }
+
+  /**
+   * A new connection and its sealed secrets. Stored secrets are kept only for the same origin: moving the
+   * connection elsewhere must say again which key and headers go there (or null), or the old ones would follow.
+   */
+  private applyConnection(current: Connection | null, sealed: string | null, input: ConnectionInput): { connection: Connection; sealed: string | null } {
+    const url = this.checkUrl(input.url);
+    if (typeof input.apiKey === 'string') checkHeaderValue('config.connection.apiKey', input.apiKey);
+    checkConnectionHeaders(input.headers);
+    const keeps = input.apiKey === undefined || input.headers === undefined;
+    const stored = keeps ? this.open(sealed) : {};
+    const storedHeaders = Object.keys(stored.headers ?? {}).length > 0;
+    if (current && url.origin !== originOf(current) && ((input.apiKey === undefined && stored.apiKey !== undefined) || (input.headers === undefined && storedHeaders))) {
+      throw ERRORS.validation(
+        `config.connection.url moves the connection from ${originOf(current)} to ${url.origin}: send apiKey and headers again (or null to drop them), so the stored ones are not sent to a new server`,
+      );
+    }
+    const secrets: ConnectionSecrets = {
+      apiKey: input.apiKey === undefined ? stored.apiKey : (input.apiKey ?? undefined),
+      headers: input.headers === undefined ? stored.headers : (input.headers ?? undefined),
+    };
+    const hasHeaders = Object.keys(secrets.headers ?? {}).length > 0;
+    return {
+      connection: { protocol: input.protocol, url: input.url, model: input.model ?? null, headerNames: Object.keys(secrets.headers ?? {}), hasApiKey: secrets.apiKey !== undefined },
+      sealed: secrets.apiKey !== undefined || hasHeaders ? this.secrets.encrypt(JSON.stringify(secrets)) : null,
+    };
+  }
+
+  /** An absolute http(s) URL without credentials, at a public address unless the operator allows private ones. */
+  private checkUrl(raw: string): URL {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      throw ERRORS.validation('config.connection.url must be an absolute http:// or https:// URL');
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw ERRORS.validation('config.connection.url must be an absolute http:// or https:// URL');
+    if (url.username || url.password) throw ERRORS.validation('config.connection.url may not hold credentials; use apiKey or headers');
+    const host = this.settings.allowPrivateUrls ? null : nonPublicLiteralHost(url);
+    if (host) throw ERRORS.validation(`config.connection.url points at ${host}, which is not a public address; ${PRIVATE_URLS_HINT}`);
+    return url;
   }
 
   /** The model and guardrails an agent names must be the project's, and fit for the purpose. */
@@ -204,60 +273,4 @@ export class AgentService {
       if (guardrail.target !== 'both' && guardrail.target !== stage) throw ERRORS.validation(`config.${field}: guardrail "${key}" targets ${guardrail.target} only`);
     }
   }
-}
-
-function checkConnection(connection: ConnectionInput): void {
-  let url: URL;
-  try {
-    url = new URL(connection.url);
-  } catch {
-    throw ERRORS.validation('config.connection.url must be an absolute http:// or https:// URL');
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw ERRORS.validation('config.connection.url must be an absolute http:// or https:// URL');
-  if (typeof connection.apiKey === 'string' && !HEADER_VALUE.test(connection.apiKey)) throw ERRORS.validation('config.connection.apiKey may only hold printable characters');
-  for (const [name, value] of Object.entries(connection.headers ?? {})) {
-    if (!HEADER_NAME.test(name)) throw ERRORS.validation(`config.connection.headers has an invalid header name: ${name}`);
-    if (!HEADER_VALUE.test(value)) throw ERRORS.validation(`config.connection.headers.${name} may only hold printable characters (no line breaks)`);
-    if (RESERVED_HEADERS.has(name.toLowerCase())) throw ERRORS.validation(`config.connection.headers may not set ${name}; Waygate sets it (use apiKey for keys)`);
-  }
-}
-
-/** Interface 2.4: a list entry, with the model configuration the agent runs with. */
-export function agentSummary(agent: AgentRecord) {
-  return {
-    key: agent.key,
-    name: agent.name,
-    description: agent.description,
-    status: agent.status,
-    createdAt: new Date(agent.createdAt).toISOString(),
-    modelKey: agent.config.modelKey,
-    temperature: agent.config.temperature,
-    topP: agent.config.topP,
-    maxTokens: agent.config.maxTokens,
-  };
-}
-
-/** The full view: never the connection's API key or header values (`hasApiKey`, `headerNames`). */
-export function agentView(agent: AgentRecord, publishedVersion: number | null) {
-  return {
-    ...agentSummary(agent),
-    updatedAt: new Date(agent.updatedAt).toISOString(),
-    kind: agent.config.kind,
-    hasApiKey: agent.config.connection?.hasApiKey ?? false,
-    config: agent.config,
-    metadata: agent.metadata,
-    publishedVersion,
-  };
-}
-
-export function versionView(agent: AgentRecord, version: VersionRecord) {
-  return {
-    agentKey: agent.key,
-    number: version.number,
-    name: version.name,
-    description: version.description,
-    changelog: version.changelog,
-    config: version.config,
-    createdAt: new Date(version.createdAt).toISOString(),
-  };
 }

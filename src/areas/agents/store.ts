@@ -47,9 +47,11 @@ export interface AgentRecord {
   metadata: Record<string, unknown>;
   createdAt: number;
   updatedAt: number;
+  /** Bumped by every change. */
+  revision: number;
 }
 
-/** An immutable snapshot of an agent's configuration. */
+/** An immutable snapshot of an agent's configuration (its connection secrets stay the agent's). */
 export interface VersionRecord {
   id: string;
   agentId: string;
@@ -57,7 +59,6 @@ export interface VersionRecord {
   name: string;
   description: string | null;
   config: AgentConfig;
-  secrets: string | null;
   changelog: string | null;
   createdAt: number;
 }
@@ -73,7 +74,7 @@ export interface ConversationRecord {
 
 export interface MessageRecord {
   seq: number;
-  role: 'user' | 'assistant';
+  role: 'user' | 'assistant' | 'system';
   content: string;
   usage: { inputTokens: number; outputTokens: number } | null;
   version: number | null;
@@ -94,6 +95,7 @@ function toAgent(row: Selectable<AgentsTable>): AgentRecord {
     metadata: fromJson<Record<string, unknown>>(row.metadata) ?? {},
     createdAt: Number(row.created_at),
     updatedAt: Number(row.updated_at),
+    revision: Number(row.revision),
   };
 }
 
@@ -105,26 +107,27 @@ function toVersion(row: Selectable<AgentVersionsTable>): VersionRecord {
     name: row.name,
     description: row.description,
     config: fromJson<AgentConfig>(row.config)!,
-    secrets: row.secrets,
     changelog: row.changelog,
     createdAt: Number(row.created_at),
   };
 }
 
 const APPEND_ATTEMPTS = 5;
+/** SQLite allows 32,766 bound values per statement; 11 columns x 500 rows stays well below. */
+const INSERT_CHUNK = 500;
 
-/** Agents, versions, conversations and their messages. */
+/** Agents, versions, conversations and their messages. Every method takes the project scope first. */
 export class AgentStore {
   constructor(private readonly db: Db, private readonly dialect: Dialect, private readonly transaction: Transactor) {}
 
   /** Throws the database's unique violation when the project already has the key. */
-  async insert(agent: AgentRecord): Promise<void> {
+  async insert(scope: ProjectScope, agent: AgentRecord): Promise<void> {
     await this.db
       .insertInto('agents')
       .values({
         id: agent.id,
-        tenant_id: agent.tenantId,
-        project_id: agent.projectId,
+        tenant_id: scope.tenantId,
+        project_id: scope.projectId,
         key: agent.key,
         name: agent.name,
         description: agent.description,
@@ -134,13 +137,18 @@ export class AgentStore {
         metadata: toJson(this.dialect, agent.metadata),
         created_at: agent.createdAt,
         updated_at: agent.updatedAt,
+        revision: agent.revision,
         deleted_at: null,
       })
       .execute();
   }
 
-  async update(scope: ProjectScope, agent: AgentRecord): Promise<void> {
-    await this.db
+  /**
+   * Stores a change made from the agent as read at `agent.revision - 1`. False when the agent changed (or was
+   * deleted) since: the caller reads it again and makes the change again, so no change is lost.
+   */
+  async update(scope: ProjectScope, agent: AgentRecord): Promise<boolean> {
+    const result = await this.db
       .updateTable('agents')
       .set({
         name: agent.name,
@@ -150,11 +158,15 @@ export class AgentStore {
         secrets: agent.secrets,
         metadata: toJson(this.dialect, agent.metadata),
         updated_at: agent.updatedAt,
+        revision: agent.revision,
       })
       .where('tenant_id', '=', scope.tenantId)
       .where('project_id', '=', scope.projectId)
       .where('id', '=', agent.id)
-      .execute();
+      .where('revision', '=', agent.revision - 1)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
   }
 
   /** A live (not deleted) agent of the project. */
@@ -190,13 +202,29 @@ export class AgentStore {
   }
 
   /**
-   * Stores a snapshot as the agent's next version. The transaction first locks the agent's row (a write, so SQLite
-   * takes its write lock before reading), so concurrent publishes of one agent take their numbers one after another.
+   * Snapshots the agent as it is now as its next version. The transaction first locks the agent's row (a write, so
+   * SQLite takes its write lock before reading), then reads it: concurrent publishes take their numbers one after
+   * another, and each snapshots what was committed before it. Null when the agent is gone.
    */
-  async publish(agent: AgentRecord, changelog: string | null, at: number): Promise<VersionRecord> {
+  async publish(scope: ProjectScope, key: string, changelog: string | null, at: number): Promise<{ agent: AgentRecord; version: VersionRecord } | null> {
     return this.transaction(async (trx) => {
-      await trx.updateTable('agents').set((eb) => ({ updated_at: eb.ref('updated_at') })).where('id', '=', agent.id).execute();
-      const last = await trx.selectFrom('agent_versions').select((eb) => eb.fn.max('number').as('n')).where('agent_id', '=', agent.id).executeTakeFirst();
+      const locked = await trx
+        .updateTable('agents')
+        .set((eb) => ({ updated_at: eb.ref('updated_at') }))
+        .where('tenant_id', '=', scope.tenantId)
+        .where('project_id', '=', scope.projectId)
+        .where('key', '=', key)
+        .where('deleted_at', 'is', null)
+        .executeTakeFirst();
+      if (Number(locked.numUpdatedRows) === 0) return null;
+      const agent = toAgent(await trx.selectFrom('agents').selectAll().where('tenant_id', '=', scope.tenantId).where('project_id', '=', scope.projectId).where('key', '=', key).where('deleted_at', 'is', null).executeTakeFirstOrThrow());
+      const last = await trx
+        .selectFrom('agent_versions')
+        .select((eb) => eb.fn.max('number').as('n'))
+        .where('tenant_id', '=', scope.tenantId)
+        .where('project_id', '=', scope.projectId)
+        .where('agent_id', '=', agent.id)
+        .executeTakeFirst();
       const version: VersionRecord = {
         id: newId('agv'),
         agentId: agent.id,
@@ -204,7 +232,6 @@ export class AgentStore {
         name: agent.name,
         description: agent.description,
         config: agent.config,
-        secrets: agent.secrets,
         changelog,
         createdAt: at,
       };
@@ -212,43 +239,33 @@ export class AgentStore {
         .insertInto('agent_versions')
         .values({
           id: version.id,
-          tenant_id: agent.tenantId,
-          project_id: agent.projectId,
+          tenant_id: scope.tenantId,
+          project_id: scope.projectId,
           agent_id: agent.id,
           number: version.number,
           name: version.name,
           description: version.description,
           config: toJson(this.dialect, version.config),
-          secrets: version.secrets,
           changelog,
           created_at: at,
         })
         .execute();
-      return version;
+      return { agent, version };
     });
   }
 
   /** A published version by number, or the newest one when `number` is undefined. */
-  async version(agentId: string, number?: number): Promise<VersionRecord | null> {
-    let query = this.db.selectFrom('agent_versions').selectAll().where('agent_id', '=', agentId);
+  async version(scope: ProjectScope, agentId: string, number?: number): Promise<VersionRecord | null> {
+    let query = this.db.selectFrom('agent_versions').selectAll().where('tenant_id', '=', scope.tenantId).where('project_id', '=', scope.projectId).where('agent_id', '=', agentId);
     query = number === undefined ? query.orderBy('number', 'desc').limit(1) : query.where('number', '=', number);
     const row = await query.executeTakeFirst();
     return row ? toVersion(row) : null;
   }
 
-  async createConversation(scope: ProjectScope, agentId: string, at: number): Promise<ConversationRecord> {
-    const record: ConversationRecord = { id: newId('conv'), ...scope, agentId, remoteContext: null, createdAt: at };
-    await this.db
-      .insertInto('conversations')
-      .values({ id: record.id, tenant_id: scope.tenantId, project_id: scope.projectId, agent_id: agentId, remote_context: null, created_at: at, updated_at: at })
-      .execute();
-    return record;
-  }
-
   /** A conversation of the project held with this agent. */
   async conversation(scope: ProjectScope, agentId: string, id: string): Promise<ConversationRecord | null> {
     const row = await this.db
-      .selectFrom('conversations')
+      .selectFrom('agent_conversations')
       .selectAll()
       .where('tenant_id', '=', scope.tenantId)
       .where('project_id', '=', scope.projectId)
@@ -258,8 +275,15 @@ export class AgentStore {
     return row ? { id: row.id, tenantId: row.tenant_id, projectId: row.project_id, agentId: row.agent_id, remoteContext: row.remote_context, createdAt: Number(row.created_at) } : null;
   }
 
-  async messages(conversationId: string): Promise<MessageRecord[]> {
-    const rows = await this.db.selectFrom('conversation_messages').selectAll().where('conversation_id', '=', conversationId).orderBy('seq').execute();
+  async messages(scope: ProjectScope, conversationId: string): Promise<MessageRecord[]> {
+    const rows = await this.db
+      .selectFrom('agent_messages')
+      .selectAll()
+      .where('tenant_id', '=', scope.tenantId)
+      .where('project_id', '=', scope.projectId)
+      .where('conversation_id', '=', conversationId)
+      .orderBy('seq')
+      .execute();
     return rows.map((row) => ({
       seq: Number(row.seq),
       role: row.role as MessageRecord['role'],
@@ -271,41 +295,68 @@ export class AgentStore {
   }
 
   /**
-   * Adds a turn's messages after the last stored one, in one transaction; a turn racing another on the same
-   * conversation takes the positions after it. Returns the stored messages with their positions.
+   * Stores a turn after the conversation's last message, in one transaction; with no conversation, the turn starts
+   * one in the same transaction (a failed turn leaves nothing). A turn racing another on the same conversation takes
+   * the positions after it. Returns the conversation id and the stored messages with their positions.
    */
-  async append(conversation: ConversationRecord, messages: Omit<MessageRecord, 'seq'>[], remoteContext?: string | null): Promise<MessageRecord[]> {
+  async append(
+    scope: ProjectScope,
+    target: { conversationId: string } | { agentId: string },
+    messages: Omit<MessageRecord, 'seq'>[],
+    remoteContext: string | null | undefined,
+  ): Promise<{ conversationId: string; stored: MessageRecord[] }> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.transaction(async (trx) => {
           const now = Date.now();
-          await trx
-            .updateTable('conversations')
-            .set({ updated_at: now, ...(remoteContext === undefined ? {} : { remote_context: remoteContext }) })
-            .where('id', '=', conversation.id)
-            .execute();
-          const last = await trx.selectFrom('conversation_messages').select((eb) => eb.fn.max('seq').as('seq')).where('conversation_id', '=', conversation.id).executeTakeFirst();
+          let conversationId: string;
+          if ('conversationId' in target) {
+            conversationId = target.conversationId;
+            // A write first: SQLite takes its write lock before reading, PostgreSQL locks the conversation's row.
+            await trx
+              .updateTable('agent_conversations')
+              .set({ updated_at: now, ...(remoteContext === undefined ? {} : { remote_context: remoteContext }) })
+              .where('tenant_id', '=', scope.tenantId)
+              .where('project_id', '=', scope.projectId)
+              .where('id', '=', conversationId)
+              .execute();
+          } else {
+            conversationId = newId('conv');
+            await trx
+              .insertInto('agent_conversations')
+              .values({ id: conversationId, tenant_id: scope.tenantId, project_id: scope.projectId, agent_id: target.agentId, remote_context: remoteContext ?? null, created_at: now, updated_at: now })
+              .execute();
+          }
+          const last = await trx
+            .selectFrom('agent_messages')
+            .select((eb) => eb.fn.max('seq').as('seq'))
+            .where('tenant_id', '=', scope.tenantId)
+            .where('project_id', '=', scope.projectId)
+            .where('conversation_id', '=', conversationId)
+            .executeTakeFirst();
           const first = last?.seq === null || last?.seq === undefined ? 0 : Number(last.seq) + 1;
           const stored = messages.map((message, i) => ({ ...message, seq: first + i }));
-          await trx
-            .insertInto('conversation_messages')
-            .values(
-              stored.map((m) => ({
-                id: newId('msg'),
-                tenant_id: conversation.tenantId,
-                project_id: conversation.projectId,
-                conversation_id: conversation.id,
-                seq: m.seq,
-                role: m.role,
-                content: m.content,
-                input_tokens: m.usage?.inputTokens ?? null,
-                output_tokens: m.usage?.outputTokens ?? null,
-                version: m.version,
-                created_at: m.createdAt,
-              })),
-            )
-            .execute();
-          return stored;
+          for (let start = 0; start < stored.length; start += INSERT_CHUNK) {
+            await trx
+              .insertInto('agent_messages')
+              .values(
+                stored.slice(start, start + INSERT_CHUNK).map((m) => ({
+                  id: newId('msg'),
+                  tenant_id: scope.tenantId,
+                  project_id: scope.projectId,
+                  conversation_id: conversationId,
+                  seq: m.seq,
+                  role: m.role,
+                  content: m.content,
+                  input_tokens: m.usage?.inputTokens ?? null,
+                  output_tokens: m.usage?.outputTokens ?? null,
+                  version: m.version,
+                  created_at: m.createdAt,
+                })),
+              )
+              .execute();
+          }
+          return { conversationId, stored };
         });
       } catch (err) {
         if (isUniqueViolation(err) && attempt < APPEND_ATTEMPTS) continue;
