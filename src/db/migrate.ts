@@ -8,6 +8,7 @@ import { migration0004Files } from './migrations/0004_files.js';
 import { migration0005Batches } from './migrations/0005_batches.js';
 import { migration0006Guardrails } from './migrations/0006_guardrails.js';
 import { migration0007Agents } from './migrations/0007_agents.js';
+import { migration0008AgentRevisions } from './migrations/0008_agent_revisions.js';
 
 /** Forward-only migrations, the same files for SQLite and PostgreSQL, applied in name order. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -19,14 +20,16 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0005_batches': migration0005Batches(dialect),
     '0006_guardrails': migration0006Guardrails(dialect),
     '0007_agents': migration0007Agents(dialect),
+    '0008_agent_revisions': migration0008AgentRevisions,
   };
 }
 
 const SQLITE_ATTEMPTS = 3;
 
-export async function migrateToLatest(db: Db, dialect: Dialect): Promise<void> {
+/** The migrator of Waygate's schema (tests also use it to stop at an older migration and upgrade from there). */
+export function schemaMigrator(db: Db, dialect: Dialect): Migrator {
   const provider: MigrationProvider = { getMigrations: async () => migrations(dialect) };
-  const migrator = new Migrator({
+  return new Migrator({
     db,
     provider,
     migrationTableName: 'waygate_migrations',
@@ -34,6 +37,10 @@ export async function migrateToLatest(db: Db, dialect: Dialect): Promise<void> {
     // Names are ASCII; Kysely's default localeCompare loads ICU collation data, about 6 MB of memory for good.
     nameComparator: (a, b) => (a < b ? -1 : a > b ? 1 : 0),
   });
+}
+
+export async function migrateToLatest(db: Db, dialect: Dialect): Promise<void> {
+  const migrator = schemaMigrator(db, dialect);
   for (let attempt = 1; ; attempt++) {
     const { error, results } = await migrator.migrateToLatest();
     if (!error) return;

@@ -22,8 +22,6 @@ export function migration0007Agents(dialect: Dialect): Migration {
         .addColumn('metadata', json, (c) => c.notNull())
         .addColumn('created_at', bigint, (c) => c.notNull())
         .addColumn('updated_at', bigint, (c) => c.notNull())
-        // Bumped by every change: a change made from a stale read is refused and made again (no lost updates).
-        .addColumn('revision', 'integer', (c) => c.notNull())
         // Deleted agents answer 404 but keep their versions and conversations (for audit).
         .addColumn('deleted_at', bigint)
         .addUniqueConstraint('agents_project_key_unique', ['tenant_id', 'project_id', 'key'])
@@ -38,16 +36,15 @@ export function migration0007Agents(dialect: Dialect): Migration {
         .addColumn('number', 'integer', (c) => c.notNull())
         .addColumn('name', 'text', (c) => c.notNull())
         .addColumn('description', 'text')
-        // The configuration only: a version runs with the agent's current connection secrets, so a rotated or
-        // removed key is gone from every version at once.
         .addColumn('config', json, (c) => c.notNull())
+        .addColumn('secrets', 'text')
         .addColumn('changelog', 'text')
         .addColumn('created_at', bigint, (c) => c.notNull())
-        .addUniqueConstraint('agent_versions_number_unique', ['tenant_id', 'project_id', 'agent_id', 'number'])
+        .addUniqueConstraint('agent_versions_number_unique', ['agent_id', 'number'])
         .execute();
 
       await db.schema
-        .createTable('agent_conversations')
+        .createTable('conversations')
         .addColumn('id', 'text', (c) => c.primaryKey())
         .addColumn('tenant_id', 'text', (c) => c.notNull())
         .addColumn('project_id', 'text', (c) => c.notNull())
@@ -57,14 +54,14 @@ export function migration0007Agents(dialect: Dialect): Migration {
         .addColumn('created_at', bigint, (c) => c.notNull())
         .addColumn('updated_at', bigint, (c) => c.notNull())
         .execute();
-      await db.schema.createIndex('agent_conversations_agent_idx').on('agent_conversations').columns(['tenant_id', 'project_id', 'agent_id', 'created_at']).execute();
+      await db.schema.createIndex('conversations_agent_idx').on('conversations').columns(['tenant_id', 'project_id', 'agent_id', 'created_at']).execute();
 
       await db.schema
-        .createTable('agent_messages')
+        .createTable('conversation_messages')
         .addColumn('id', 'text', (c) => c.primaryKey())
         .addColumn('tenant_id', 'text', (c) => c.notNull())
         .addColumn('project_id', 'text', (c) => c.notNull())
-        .addColumn('conversation_id', 'text', (c) => c.notNull().references('agent_conversations.id'))
+        .addColumn('conversation_id', 'text', (c) => c.notNull().references('conversations.id'))
         .addColumn('seq', 'integer', (c) => c.notNull())
         .addColumn('role', 'text', (c) => c.notNull())
         .addColumn('content', 'text', (c) => c.notNull())
@@ -73,7 +70,7 @@ export function migration0007Agents(dialect: Dialect): Migration {
         // The published version that answered (assistant messages).
         .addColumn('version', 'integer')
         .addColumn('created_at', bigint, (c) => c.notNull())
-        .addUniqueConstraint('agent_messages_seq_unique', ['tenant_id', 'project_id', 'conversation_id', 'seq'])
+        .addUniqueConstraint('conversation_messages_seq_unique', ['conversation_id', 'seq'])
         .execute();
     },
   };
