@@ -119,6 +119,21 @@ describe.each(BACKENDS)('A2A conversations on %s', (backend) => {
       expect(JSON.stringify(sentMessages())).not.toContain('runtime context');
     });
 
+    it("runtime_context reaches a connected agent as headers, within the header policy; the owner's headers win", async () => {
+      const key = await exposedAgent(t, {
+        connection: { protocol: 'openai-chat', url: fake.baseUrl, model: 'remote', apiKey: 'sk-owner', headers: { 'X-Owner': 'owner' } },
+      });
+      const runtime = {
+        'x-trace': 'abc', 'x-owner': 'caller', authorization: 'Bearer caller', 'OpenAI-Organization': 'org-caller', 'x-api-key': 'caller-key',
+        host: 'elsewhere', 'x-multi': 'a\r\nInjected: yes', 'bad name': 'x', nested: { 'x-deep': '1' }, count: 3,
+      };
+      await send(t, key, version, 'Hi', { metadata: { runtime_context: runtime } });
+      const headers = fake.requests.at(-1)!.headers;
+      expect(headers).toMatchObject({ 'x-trace': 'abc', 'x-owner': 'owner', authorization: 'Bearer sk-owner' });
+      expect(headers.host).toMatch(/^127\.0\.0\.1:/);
+      for (const name of ['openai-organization', 'x-api-key', 'x-multi', 'injected', 'nested', 'x-deep', 'count']) expect(headers).not.toHaveProperty(name);
+    });
+
     it("runtime_context passes the agent's input guardrail like the message, cannot close its fence, and is bounded", async () => {
       await call(t.app, t.adminSession, { method: 'POST', url: '/api/guardrails', payload: { key: `ctx-pii-${version}`, type: 'pii', action: 'redact', target: 'input' } });
       const key = await exposedAgent(t, { modelKey: model, inputGuardrailKey: `ctx-pii-${version}` });

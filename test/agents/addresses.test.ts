@@ -52,7 +52,22 @@ describe('connected agents without WAYGATE_AGENT_ALLOW_PRIVATE_URLS', () => {
     await publish(t, agent.key);
     const res = await respond(t, { model: agent.key, input: 'hi' });
     expect(res.statusCode, res.body).toBe(502);
-    expect(res.json().error.message).toMatch(/localhost resolves to .*, which is not a public address/);
+    expect(res.json().error.message).toMatch(/localhost does not resolve to a public address/);
+    expect(res.json().error.message).not.toMatch(/127\.0\.0\.1|::1/);
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it('a published version whose URL is not public (saved while allowed) is refused when run: 502, and nothing is sent', async () => {
+    const agent = await createAgent(t, { name: 'Moved', config: { connection: { protocol: 'openai-chat', url: 'http://93.184.215.14/v1', model: 'm' } } });
+    await publish(t, agent.key);
+    const { db } = t.ctx.database;
+    const row = await db.selectFrom('agent_versions').innerJoin('agents', 'agents.id', 'agent_versions.agent_id').select(['agent_versions.id', 'agent_versions.config']).where('agents.key', '=', agent.key).executeTakeFirstOrThrow();
+    const config = JSON.parse(row.config as string) as { connection: { url: string } };
+    config.connection.url = fake.baseUrl;
+    await db.updateTable('agent_versions').set({ config: JSON.stringify(config) }).where('id', '=', row.id).execute();
+    const res = await respond(t, { model: agent.key, input: 'hi' });
+    expect(res.statusCode, res.body).toBe(502);
+    expect(res.json().error.message).toMatch(/version 1 connects to 127\.0\.0\.1, which is not a public address/);
     expect(fake.requests).toHaveLength(0);
   });
 });

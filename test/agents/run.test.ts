@@ -9,7 +9,7 @@ import { AGENTS, agentsCall, createAgent, publish, respond } from './support.js'
 const EMAIL = 'jane.doe@example.com';
 
 /** A fake A2A agent (0.3 JSON-RPC): answers "remote: <text>" and keeps a context per conversation. */
-async function startFakeA2a(state = 'completed') {
+async function startFakeA2a(state = 'completed', contextIdOverride?: unknown) {
   const requests: { headers: http.IncomingHttpHeaders; body: Record<string, unknown> }[] = [];
   const server = http.createServer((req, res) => {
     let text = '';
@@ -18,7 +18,7 @@ async function startFakeA2a(state = 'completed') {
       const body = JSON.parse(text) as { id: unknown; params: { message: { parts: { text: string }[]; contextId?: string } } };
       requests.push({ headers: req.headers, body });
       const message = body.params.message;
-      const contextId = message.contextId ?? `ctx-${requests.length}`;
+      const contextId = contextIdOverride === undefined ? (message.contextId ?? `ctx-${requests.length}`) : contextIdOverride;
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ jsonrpc: '2.0', id: body.id, result: { kind: 'task', id: `t-${requests.length}`, contextId, status: { state }, artifacts: [{ artifactId: 'a', parts: [{ kind: 'text', text: `remote: ${message.parts[0]!.text}` }] }] } }));
     });
@@ -256,6 +256,23 @@ describe.each(BACKENDS)('running agents on %s', (backend) => {
       await remote.close();
     }
   });
+
+  it.each([['holding NUL', 'ctx\u0000x'], ['of 257 characters', 'c'.repeat(257)], ['that is not a string', 42], ['with a space', 'ctx 1']])(
+    'an A2A answer with a contextId %s is a 502 and nothing is stored',
+    async (_, contextId) => {
+      const remote = await startFakeA2a('completed', contextId);
+      try {
+        const key = await publishedAgent({ connection: { protocol: 'a2a', url: remote.url } });
+        const agentId = (await t.ctx.database.db.selectFrom('agents').select('id').where('key', '=', key).executeTakeFirstOrThrow()).id;
+        const res = await respond(t, { model: key, input: 'ping' });
+        expect(res.statusCode, res.body).toBe(502);
+        expect(res.json().error.message).toMatch(/without a contextId of at most 256 printable ASCII characters/);
+        expect(await t.ctx.database.db.selectFrom('agent_conversations').select('id').where('agent_id', '=', agentId).execute()).toEqual([]);
+      } finally {
+        await remote.close();
+      }
+    },
+  );
 
   it('an A2A connected agent continues the context it gave, and is sent its key', async () => {
     const remote = await startFakeA2a();

@@ -30,8 +30,9 @@ export function nonPublicLiteralHost(url: URL): string | null {
 
 class NonPublicAddressError extends Error {
   readonly code = 'ERR_NON_PUBLIC_ADDRESS';
-  constructor(hostname: string, address: string) {
-    super(`${hostname} resolves to ${address}, which is not a public address`);
+  // The address is not named: it would let a caller map the internal network through Waygate's DNS.
+  constructor(hostname: string) {
+    super(`${hostname} does not resolve to a public address`);
   }
 }
 
@@ -44,7 +45,7 @@ export const publicOnlyLookup: LookupFunction = (hostname, options, callback) =>
   dnsLookup(hostname, { ...(options as LookupOptions), all: true }, (err, addresses: LookupAddress[]) => {
     if (err) return callback(err, '', 0);
     const blocked = addresses.find((a) => isNonPublicAddress(a.address));
-    if (blocked) return callback(new NonPublicAddressError(hostname, blocked.address), '', 0);
+    if (blocked) return callback(new NonPublicAddressError(hostname), '', 0);
     if ((options as LookupOptions).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);
     const first = addresses[0]!;
     callback(null, first.address, first.family);

@@ -128,7 +128,16 @@ function a2aAnswer(parsed: unknown): ConnectionAnswer {
     if (text.length === 0) text = texts((result.status as { message?: { parts?: unknown } } | undefined)?.message?.parts);
   }
   if (text.length === 0) throw malformed('text');
-  return { text: text.join('\n'), usage: null, remoteContext: typeof result.contextId === 'string' ? result.contextId : null };
+  return { text: text.join('\n'), usage: null, remoteContext: remoteContextOf(result.contextId) };
+}
+
+/** A remote contextId is stored and sent back every turn: an id, not arbitrary text (NUL cannot even be stored). */
+const REMOTE_CONTEXT = /^[\x21-\x7e]{1,256}$/;
+
+function remoteContextOf(contextId: unknown): string | null {
+  if (contextId === undefined || contextId === null) return null;
+  if (typeof contextId !== 'string' || !REMOTE_CONTEXT.test(contextId)) throw malformed('a contextId of at most 256 printable ASCII characters');
+  return contextId;
 }
 
 /**

@@ -12,6 +12,12 @@ const FORBIDDEN = new Set([
   'connection', 'keep-alive', 'upgrade', 'expect', 'te', 'trailer', 'transfer-encoding', 'proxy-authorization', 'proxy-connection',
 ]);
 
+/**
+ * Headers that choose the key or the account an upstream bills: a caller may not pick them for the owner's
+ * connection, even where the owner set none.
+ */
+const CALLER_FORBIDDEN = new Set(['api-key', 'x-api-key', 'x-goog-api-key', 'openai-organization', 'openai-project']);
+
 function allowed(name: string, value: unknown): value is string {
   return typeof value === 'string' && HEADER_NAME.test(name) && HEADER_VALUE.test(value) && !FORBIDDEN.has(name.toLowerCase());
 }
@@ -33,10 +39,13 @@ export function checkConnectionHeaders(headers: Record<string, string> | null | 
 /**
  * The headers of a call: a caller's runtime context entries that can be headers, then the owner's stored headers,
  * which win over a runtime header of the same name in any case (a caller cannot replace what the owner set).
+ * Stored headers pass the same policy again: those saved before it existed are left out rather than break the call.
  */
 export function mergeHeaders(runtime: Record<string, unknown> | undefined, stored: Record<string, string> | undefined): Record<string, string> {
   const byName = new Map<string, [string, string]>();
-  for (const [name, value] of Object.entries(runtime ?? {})) if (allowed(name, value)) byName.set(name.toLowerCase(), [name, value]);
-  for (const [name, value] of Object.entries(stored ?? {})) byName.set(name.toLowerCase(), [name, value]);
+  for (const [name, value] of Object.entries(runtime ?? {})) {
+    if (allowed(name, value) && !CALLER_FORBIDDEN.has(name.toLowerCase())) byName.set(name.toLowerCase(), [name, value]);
+  }
+  for (const [name, value] of Object.entries(stored ?? {})) if (allowed(name, value)) byName.set(name.toLowerCase(), [name, value]);
   return Object.fromEntries(byName.values());
 }

@@ -184,7 +184,8 @@ export class AgentService {
   callSecrets(agent: AgentRecord, version: VersionRecord): ConnectionSecrets {
     const connection = version.config.connection!;
     const host = this.settings.allowPrivateUrls ? null : nonPublicLiteralHost(new URL(connection.url));
-    if (host) throw ERRORS.validation(`Agent "${agent.key}" version ${version.number} connects to ${host}, which is not a public address; ${PRIVATE_URLS_HINT}`);
+    // The owner's configuration, not the caller's request, is at fault: an upstream failure, like a name resolving there.
+    if (host) throw ERRORS.upstreamFailed(`Agent "${agent.key}" version ${version.number} connects to ${host}, which is not a public address`);
     if (!agent.secrets || originOf(agent.config.connection) !== originOf(connection)) return {};
     return this.open(agent.secrets);
   }
