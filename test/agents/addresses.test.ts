@@ -8,7 +8,7 @@ import { createAgent, publish, respond, agentsCall, AGENTS } from './support.js'
 describe('non-public addresses', () => {
   it.each([
     '127.0.0.1', '127.255.0.9', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0',
-    '224.0.0.1', '255.255.255.255', '::1', '::', 'fe80::1', 'fd00::5', 'fc00::1', '::ffff:127.0.0.1', '::ffff:169.254.169.254', 'ff02::1',
+    '224.0.0.1', '255.255.255.255', '::1', '::', 'fe80::1', 'fd00::5', 'fc00::1', '::ffff:127.0.0.1', '::ffff:169.254.169.254', 'ff02::1', 'fec0::1', '64:ff9b:1::a00:1', '2001:db8::1',
   ])('%s is not public', (address) => {
     expect(isNonPublicAddress(address)).toBe(true);
   });
