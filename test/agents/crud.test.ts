@@ -128,7 +128,7 @@ describe.each(BACKENDS)('agents: configuration and versions on %s', (backend) =>
     ['a header value with a line break', { name: 'x', config: { connection: { protocol: 'a2a', url: 'http://127.0.0.1:9', headers: { 'X-A': 'a\r\nX-B: b' } } } }, /headers\.X-A may only hold printable ASCII/],
     ['an apiKey with a line break', { name: 'x', config: { connection: { protocol: 'a2a', url: 'http://127.0.0.1:9', apiKey: 'sk\nx' } } }, /apiKey may only hold printable ASCII/],
     ['credentials in the URL', { name: 'x', config: { connection: { protocol: 'a2a', url: 'http://user:pw@127.0.0.1:9' } } }, /may not hold credentials/],
-    ['too many headers', { name: 'x', config: { connection: { protocol: 'a2a', url: 'http://127.0.0.1:9', headers: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`X-H${i}`, 'v'])) } } }, /headers/],
+    ['too many headers', { name: 'x', config: { connection: { protocol: 'a2a', url: 'http://127.0.0.1:9', headers: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`X-H${i}`, 'v'])) } } }, /config\.connection\.headers must NOT have more than 50 properties/],
     ['a bad status', { name: 'x', status: 'paused' }, /status must be one of: active, inactive, draft/],
     ['a temperature out of range', { name: 'x', config: { temperature: 3 } }, /temperature/],
     ['an unknown config field', { name: 'x', config: { tools: [] } }, /config\.tools is not a known field/],
