@@ -113,7 +113,9 @@ describe.each(BACKENDS)('a batch on %s survives SIGKILL of its process', { timeo
       if (sent > 1) resent++;
     }
     expect(resent).toBeLessThanOrEqual(snapshots.reduce((sum, s) => sum + s.interrupted.size, 0));
-    expect(resent).toBeLessThanOrEqual(KILL_AT.length * CONCURRENCY);
+    // Per kill: the calls in flight, plus answers that had freed their slot but waited for their group commit (a
+    // slot starts its next item when the answer arrives), which a kill loses too; all of them held as running.
+    expect(resent).toBeLessThanOrEqual(KILL_AT.length * 2 * CONCURRENCY);
 
     // An item recorded before a kill was never run again: same worker, same end, same attempts.
     const final = new Map(rows.map((r) => [r.id, r]));
