@@ -1,0 +1,69 @@
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { BufferedWriter, WRITE_SLICE } from '../../src/platform/buffered-writer.js';
+
+const silent = pino({ level: 'silent' });
+
+function writerWith(write: (batch: number[]) => Promise<void>, ping: () => Promise<unknown> = async () => undefined) {
+  return new BufferedWriter<number>({ name: 'test', write, ping, describe: (item) => ({ item }), log: silent });
+}
+
+describe('BufferedWriter', () => {
+  it('writes a flush in slices, in order, letting other work run between them', async () => {
+    const writes: number[][] = [];
+    const events: string[] = [];
+    const writer = writerWith(async (batch) => {
+      writes.push(batch);
+      events.push(`write ${batch.length}`);
+      // Work that arrives while a slice is written (a request) runs before the next slice.
+      setImmediate(() => events.push('other work'));
+    });
+    const total = WRITE_SLICE * 2 + 7;
+    for (let i = 0; i < total; i++) writer.push(i);
+    await writer.flush();
+    expect(writes.map((w) => w.length)).toEqual([WRITE_SLICE, WRITE_SLICE, 7]);
+    expect(writes.flat()).toEqual(Array.from({ length: total }, (_, i) => i));
+    expect(events.slice(0, 4)).toEqual([`write ${WRITE_SLICE}`, 'other work', `write ${WRITE_SLICE}`, 'other work']);
+    await writer.close();
+  });
+
+  it('keeps what an unreachable database did not take, ahead of what came meanwhile, and writes it later', async () => {
+    let down = false;
+    const written: number[] = [];
+    const writer = writerWith(
+      async (batch) => {
+        if (down) throw new Error('connection refused');
+        written.push(...batch);
+        if (written.length === WRITE_SLICE) down = true; // the database goes away after the first slice
+      },
+      async () => {
+        if (down) throw new Error('connection refused');
+      },
+    );
+    const first = WRITE_SLICE * 3;
+    for (let i = 0; i < first; i++) writer.push(i);
+    const flushing = writer.flush();
+    writer.push(first); // arrives while the flush is under way
+    await flushing;
+    expect(written).toEqual(Array.from({ length: WRITE_SLICE }, (_, i) => i));
+    expect(writer.pending).toBe(first - WRITE_SLICE + 1);
+    down = false;
+    await writer.flush();
+    expect(written).toEqual(Array.from({ length: first + 1 }, (_, i) => i));
+    await writer.close();
+  });
+
+  it('drops only an item the database refuses; the rest of its slice and later slices are written', async () => {
+    const written: number[] = [];
+    const writer = writerWith(async (batch) => {
+      if (batch.includes(3)) throw new Error('value too long');
+      written.push(...batch);
+    });
+    const total = WRITE_SLICE + 5;
+    for (let i = 0; i < total; i++) writer.push(i);
+    await writer.flush();
+    expect(written).toEqual(Array.from({ length: total }, (_, i) => i).filter((i) => i !== 3));
+    expect(writer.pending).toBe(0);
+    await writer.close();
+  });
+});
