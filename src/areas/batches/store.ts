@@ -158,7 +158,7 @@ function toClaimed(row: Pick<Selectable<BatchItemsTable>, (typeof CLAIM_COLUMNS)
 
 /** SQLite allows 32,766 bound values per statement; 9 columns x 1,000 rows stays well below. */
 const INSERT_CHUNK = 1000;
-/** A literal, not a bound parameter: the partial index of running items is used only then (SQLite). */
+/** A literal, not a bound parameter: the partial index of running items (migration 0009) is used only then (SQLite). */
 const RUNNING = sql<boolean>`status = 'running'`;
 /** Batches whose work is not finished: workers look only at these. */
 const OPEN_STATUSES: BatchStatus[] = ['in_progress', 'cancelling'];

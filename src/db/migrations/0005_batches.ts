@@ -72,9 +72,8 @@ export function migration0005Batches(dialect: Dialect): Migration {
         .execute();
       // Claims (pending by position), item lists with a status filter, results.
       await db.schema.createIndex('batch_items_batch_status_idx').on('batch_items').columns(['batch_id', 'status', 'idx']).execute();
-      // Expired leases across every batch. Partial: only running items are in it (a few per worker), so the thousands of
-      // pending and finished ones cost nothing to keep indexed. Queries must spell out status = 'running' literally.
-      await db.schema.createIndex('batch_items_running_lease_idx').on('batch_items').column('locked_until').where(sql.ref('status'), '=', 'running').execute();
+      // Expired leases across every batch, and the queue health check.
+      await db.schema.createIndex('batch_items_status_lease_idx').on('batch_items').columns(['status', 'locked_until']).execute();
 
       await db.schema
         .createTable('batch_workers')
