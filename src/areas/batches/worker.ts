@@ -76,7 +76,8 @@ function outage(err: unknown): boolean {
 /** One item of each list in turn, so that the items of every batch claimed together take turns. */
 function interleave<T>(lists: T[][]): T[] {
   const out: T[] = [];
-  for (let i = 0; out.length < lists.reduce((n, list) => n + list.length, 0); i++) for (const list of lists) if (i < list.length) out.push(list[i]!);
+  const longest = Math.max(0, ...lists.map((list) => list.length));
+  for (let i = 0; i < longest; i++) for (const list of lists) if (i < list.length) out.push(list[i]!);
   return out;
 }
 
