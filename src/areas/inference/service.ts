@@ -56,14 +56,14 @@ export const DEFAULT_OUTPUT_RESERVE = 4096;
 
 const NO_PRICE: Pricing = { inputPer1M: 0, outputPer1M: 0, currency: 'USD' };
 const NO_GUARDS: { input: GuardrailRecord[]; output: GuardrailRecord[] } = { input: [], output: [] };
-/** Output a judge model may write (its verdict is a short JSON object). */
-const JUDGE_OUTPUT_TOKENS = 300;
 
 /** Where guardrails read and write a call's texts: its request and its answer. */
 interface GuardedTexts {
   input: (body: JsonObject) => TextSlots;
   output?: (answer: JsonObject) => TextSlots;
 }
+const CHAT_TEXTS: GuardedTexts = { input: chatInputTexts, output: chatOutputTexts };
+const EMBEDDING_TEXTS: GuardedTexts = { input: embeddingInputTexts };
 const STATUS_CLIENT_CLOSED = 499;
 
 function costOf(pricing: Pricing | null, input: number, output: number): number {
@@ -141,7 +141,7 @@ export class InferenceService {
     return {
       chat: async (modelKey, body) => {
         const request = { ...body, model: modelKey };
-        const call = { capability: 'chat' as const, service: 'guardrails', endpoint: '/chat/completions', estimateInput: once(() => estimateChatInput(request)), desiredOutput: JUDGE_OUTPUT_TOKENS, charged: true };
+        const call = { capability: 'chat' as const, service: 'guardrails', endpoint: '/chat/completions', estimateInput: once(() => estimateChatInput(request)), desiredOutput: requestedMaxTokens(request) ?? DEFAULT_OUTPUT_RESERVE, charged: true };
         return (await this.jsonCall(judgeCaller, request, call, null, (provider, model, upstreamBody) => provider.chat(model.target, upstreamBody, options))).body;
       },
       moderate: async (modelKey, input) => {
@@ -306,15 +306,14 @@ export class InferenceService {
   chat(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
     const estimateInput = once(() => estimateChatInput(body));
     const desiredOutput = requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE;
-    const guarded = { input: chatInputTexts, output: chatOutputTexts };
-    return this.jsonCall(caller, body, { capability: 'chat', service: 'chat', endpoint: '/chat/completions', estimateInput, desiredOutput }, guarded, (provider, model, upstreamBody) =>
+    return this.jsonCall(caller, body, { capability: 'chat', service: 'chat', endpoint: '/chat/completions', estimateInput, desiredOutput }, CHAT_TEXTS, (provider, model, upstreamBody) =>
       provider.chat(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
     );
   }
 
   embeddings(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
     const estimateInput = once(() => estimateEmbeddingInput(body.input));
-    return this.jsonCall(caller, body, { capability: 'embeddings', service: 'embeddings', endpoint: '/embeddings', estimateInput, desiredOutput: 0 }, { input: embeddingInputTexts }, (provider, model, upstreamBody) =>
+    return this.jsonCall(caller, body, { capability: 'embeddings', service: 'embeddings', endpoint: '/embeddings', estimateInput, desiredOutput: 0 }, EMBEDDING_TEXTS, (provider, model, upstreamBody) =>
       provider.embeddings(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
     );
   }
@@ -371,19 +370,25 @@ export class InferenceService {
     let text = '';
     let status = 200;
     let last: ChatChunk | null = null;
+    const count = (chunk: ChatChunk) => {
+      const reported = chunk.data.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
+      if (reported && typeof reported.prompt_tokens === 'number') {
+        usage = { inputTokens: reported.prompt_tokens, outputTokens: Number(reported.completion_tokens ?? 0), estimated: false };
+      }
+      const choices = chunk.data.choices as { delta?: { content?: unknown } }[] | undefined;
+      if (Array.isArray(choices)) for (const choice of choices) if (typeof choice?.delta?.content === 'string') text += choice.delta.content;
+    };
+    const { guard } = options;
     const counted = async function* (): AsyncGenerator<ChatChunk> {
       for await (const chunk of upstream) {
-        const reported = chunk.data.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
-        if (reported && typeof reported.prompt_tokens === 'number') {
-          usage = { inputTokens: reported.prompt_tokens, outputTokens: Number(reported.completion_tokens ?? 0), estimated: false };
-        }
-        const choices = chunk.data.choices as { delta?: { content?: unknown } }[] | undefined;
-        if (Array.isArray(choices)) for (const choice of choices) if (typeof choice?.delta?.content === 'string') text += choice.delta.content;
+        count(chunk);
         yield chunk;
       }
     };
     try {
-      for await (const chunk of options.guard ? options.guard(counted()) : counted()) {
+      // Unguarded (most streams): the upstream's chunks are read directly, without a generator in between.
+      for await (const chunk of guard ? guard(counted()) : upstream) {
+        if (!guard) count(chunk);
         last = chunk;
         const choices = chunk.data.choices as unknown[] | undefined;
         // The usage chunk (no choices) is Waygate's request; the client sees it only when it asked.
