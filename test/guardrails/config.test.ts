@@ -90,6 +90,16 @@ describe.each(BACKENDS)('guardrail configuration on %s', (backend) => {
     expect((await call(t.app, t.adminSession, { method: 'PATCH', url: `${GUARDRAILS}/patch-me`, payload: { type: 'moderation' } })).statusCode).toBe(400);
   });
 
+  it('PATCH keeps modelKey when it is left out and removes it when it is null', async () => {
+    await guardrail(t, { key: 'judged', type: 'moderation', config: { engine: 'model' }, modelKey: chatModel });
+    const renamed = await call(t.app, t.adminSession, { method: 'PATCH', url: `${GUARDRAILS}/judged`, payload: { name: 'Renamed' } });
+    expect(renamed.statusCode, renamed.body).toBe(200);
+    expect(renamed.json().guardrail).toMatchObject({ name: 'Renamed', modelKey: chatModel });
+    const offline = await call(t.app, t.adminSession, { method: 'PATCH', url: `${GUARDRAILS}/judged`, payload: { config: {}, modelKey: null } });
+    expect(offline.statusCode, offline.body).toBe(200);
+    expect(offline.json().guardrail).toMatchObject({ name: 'Renamed', config: {}, modelKey: null });
+  });
+
   it('models may name only existing guardrails, for a stage their target allows', async () => {
     await guardrail(t, { key: 'in-only', type: 'pii' });
     await guardrail(t, { key: 'out-only', type: 'pii', target: 'output' });

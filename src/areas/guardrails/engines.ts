@@ -12,11 +12,9 @@ export interface Judge {
   moderate(modelKey: string, input: string): Promise<JsonObject>;
 }
 
-/** What one guardrail found in one text (already normalised). */
+/** What one guardrail found in one text. PII redaction is runPiiTexts's (the evaluator redacts text by text). */
 export interface EngineOutcome {
   findings: Finding[];
-  /** PII guardrails: the text with every finding replaced by `[REDACTED:<category>]`. */
-  redactedText?: string;
 }
 
 /** The judge model answered something other than what was asked for, or failed: the guardrail's failMode decides. */
@@ -60,8 +58,7 @@ export function runPiiTexts(guardrail: GuardrailRecord, texts: string[]): { find
 }
 
 function runPii(guardrail: GuardrailRecord, text: string): EngineOutcome {
-  const { findings, redacted } = runPiiTexts(guardrail, [text]);
-  return { findings, redactedText: redacted[0] };
+  return { findings: runPiiTexts(guardrail, [text]).findings };
 }
 
 /** The start of a text for a record: at most `length` characters with every PII finding redacted, never a raw value. */
@@ -107,6 +104,7 @@ function judgeRequest(instructions: string, text: string): JsonObject {
       { role: 'user', content: fenced },
     ],
     temperature: 0,
+    // The verdict is a short JSON object; this is also what the call reserves against budgets.
     max_tokens: 300,
   };
 }

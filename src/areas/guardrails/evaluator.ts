@@ -106,10 +106,11 @@ export class GuardrailEvaluator {
     for (const guardrail of guardrails) {
       const read = texts.flatMap((t, i) => (guardrail.type === 'prompt_shield' && t.trusted ? [] : [i]));
       if (read.length === 0) continue;
+      const readTexts = read.map((i) => current[i]!);
       const started = performance.now();
-      const { result, redacted } = await this.run(context, guardrail, read.map((i) => current[i]!));
+      const { result, redacted } = await this.run(context, guardrail, readTexts);
       const outcome = result.passed ? null : guardrail.action === 'block' ? 'blocked' : guardrail.action === 'redact' ? 'redacted' : 'flagged';
-      if (final || outcome === 'blocked') this.record(context, guardrail, read.map((i) => current[i]!).join('\n\n'), result, outcome, performance.now() - started);
+      if (final || outcome === 'blocked') this.record(context, guardrail, readTexts.join('\n\n'), result, outcome, performance.now() - started);
       if (result.passed) continue;
       // A judge's reasons may quote the answer it stopped: the client gets the categories only.
       const findings = context.stage === 'output' && usesJudge(guardrail) ? result.findings.map((f) => ({ ...f, message: `The output failed the guardrail's check (${f.category})` })) : result.findings;

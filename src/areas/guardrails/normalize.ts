@@ -23,7 +23,8 @@ export interface OffsetText {
 
 /** Anything but printable ASCII and line breaks: text without it is its own normal form. */
 const NOT_PLAIN = /[^\x20-\x7e\t\n\r]/;
-const INVISIBLE_CHAR = /^[\u200B-\u200D\u2060-\u2064\uFEFF\u00AD\u180E]$/;
+/** A normalised code point that is one of the INVISIBLE characters (the same set: offsets and normalizeText agree). */
+const INVISIBLE_CHAR = new RegExp(`^${INVISIBLE.source}$`);
 
 /**
  * normalizeText, code point by code point, keeping track of offsets, so that what detectors find in the normalised

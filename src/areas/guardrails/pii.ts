@@ -1832,7 +1832,7 @@ function mixesClasses(t: string, min: number): boolean {
 const ENTROPY_COUNTS = new Uint32Array(128);
 
 /** Shannon entropy in bits per character. */
-export function shannonEntropy(t: string): number {
+function shannonEntropy(t: string): number {
   const counts = ENTROPY_COUNTS;
   let other: Map<number, number> | undefined;
   for (let i = 0; i < t.length; i++) {

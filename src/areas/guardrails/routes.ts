@@ -69,7 +69,8 @@ export async function guardrailEvaluateRoutes(app: FastifyInstance, { ctx }: { c
   requireApiToken(app, ctx.services.tokens);
 
   app.post<{ Body: Static<typeof EvaluateBody> }>('/api/client/v1/guardrails/evaluate', { schema: evaluateSchema, config: { audited: false } }, async (request, reply) => {
-    const caller = { ...callerOf(request, reply), service: 'guardrails' };
+    // The judge meters its calls under service `guardrails` itself.
+    const caller = callerOf(request, reply);
     const context = { scope: caller.scope, requestId: caller.requestId, stage: 'evaluate' as const, model: null, judge: inference.judge(caller) };
     const { guardrail, result } = await guardrailEvaluator.evaluateByKey(context, request.body.guardrail_key, request.body.text);
     return {

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { errorResponses, IsoDateTime, Name, StringEnum } from '../../http/schemas.js';
 import { MODERATION_CATEGORIES } from './moderation.js';
 import { PII_CATEGORIES } from './pii.js';
-import { GUARDRAIL_ACTIONS, GUARDRAIL_TARGETS, GUARDRAIL_TYPES } from './store.js';
+import { FAIL_MODES, GUARDRAIL_ACTIONS, GUARDRAIL_TARGETS, GUARDRAIL_TYPES } from './store.js';
 
 export const GUARDRAIL_KEY_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$';
 const GuardrailKey = Type.String({ pattern: GUARDRAIL_KEY_PATTERN, description: '1-100 letters, digits, dots, dashes, underscores or colons' });
@@ -51,7 +51,7 @@ const guardrailFields = {
   target: Type.Optional(StringEnum(GUARDRAIL_TARGETS, { description: "Where it may run when a model names it: input (default), output or both" })),
   config: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: "Settings of the guardrail's type" })),
   modelKey: Type.Optional(Type.Union([ModelKey, Type.Null()])),
-  failMode: Type.Optional(StringEnum(['open', 'closed'], { description: 'When the judge model fails: open passes, closed (default) blocks' })),
+  failMode: Type.Optional(StringEnum(FAIL_MODES, { description: 'When the judge model fails: open passes, closed (default) blocks' })),
   enabled: Type.Optional(Type.Boolean()),
 };
 
@@ -66,7 +66,7 @@ const GuardrailView = Type.Object({
   target: StringEnum(GUARDRAIL_TARGETS),
   config: Type.Record(Type.String(), Type.Unknown()),
   modelKey: Type.Union([Type.String(), Type.Null()]),
-  failMode: StringEnum(['open', 'closed']),
+  failMode: StringEnum(FAIL_MODES),
   enabled: Type.Boolean(),
   createdAt: IsoDateTime,
   updatedAt: IsoDateTime,

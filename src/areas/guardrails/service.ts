@@ -105,7 +105,8 @@ export class GuardrailService {
     const current = await this.store.find(scope, key);
     if (!current) throw ERRORS.notFound('Guardrail', key);
     const defined = Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== undefined)) as GuardrailPatch;
-    const updated = await this.checked(scope, { ...current, ...defined, modelKey: patch.modelKey === undefined ? current.modelKey : patch.modelKey, updatedAt: Date.now() });
+    // Undefined fields keep the current value; null (modelKey) is kept as a change.
+    const updated = await this.checked(scope, { ...current, ...defined, updatedAt: Date.now() });
     // Models naming it for a stage its new target excludes would silently stop running it: refuse instead.
     for (const model of await this.models.list(scope)) this.checkStages(updated, model.key, model.guardrails);
     await this.store.update(scope, updated);

@@ -9,7 +9,8 @@ export const GUARDRAIL_ACTIONS = ['block', 'flag', 'redact'] as const;
 export type GuardrailAction = (typeof GUARDRAIL_ACTIONS)[number];
 export const GUARDRAIL_TARGETS = ['input', 'output', 'both'] as const;
 export type GuardrailTarget = (typeof GUARDRAIL_TARGETS)[number];
-export type FailMode = 'open' | 'closed';
+export const FAIL_MODES = ['open', 'closed'] as const;
+export type FailMode = (typeof FAIL_MODES)[number];
 
 export interface GuardrailRecord {
   id: string;
@@ -87,7 +88,7 @@ function toEvaluation(row: Selectable<GuardrailEvaluationsTable>): EvaluationRec
   };
 }
 
-/** SQLite allows 32,766 bound values per statement; 16 columns x 500 rows stays well below. */
+/** SQLite allows 32,766 bound values per statement; 15 columns x 500 rows stays well below. */
 const INSERT_CHUNK = 500;
 
 /** Guardrail configurations and evaluation records. */

@@ -8,7 +8,7 @@ import type { Enforced } from './evaluator.js';
  * text after it: a finding that needs following context (the end of an email address, the rest of a card number)
  * is caught before its start is sent.
  */
-export const STREAM_HOLD_BACK_CHARS = 512;
+const STREAM_HOLD_BACK_CHARS = 512;
 /** Checks run again once this much new text, or a quarter of what was checked, has arrived: linear, not quadratic. */
 const STREAM_CHECK_EVERY_CHARS = 256;
 
