@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, call, createTestApp, createToken, type TestApp } from '../helpers/app.js';
 import { startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { registerFakeModel } from '../helpers/inference.js';
-import { respond } from '../agents/support.js';
+import { otherProject, respond } from '../agents/support.js';
 import { exposedAgent, expectRpcError, METHODS, replyText, rpc, send, taskOf, userMessage, type Version, type WireTask } from './support.js';
 
 /**
@@ -158,11 +158,10 @@ describe.each(BACKENDS)('A2A conversations on %s', (backend) => {
         const error = expectRpcError(await rpc(t, key, version, m.send, { message: userMessage(version, 'hi', { contextId }) }), -32602);
         expect(error.message).toContain(contextId);
       }
-      const project = await call(t.app, t.adminSession, { method: 'POST', url: '/api/projects', payload: { name: `A2A ${version}` } });
-      const outsider = await createToken(t, { role: 'owner', projectId: project.json().project.id });
-      const outsiderKey = await exposedAgent(t, { modelKey: 'local-chat' }, {}, outsider.value);
-      expectRpcError(await rpc(t, outsiderKey, version, m.send, { message: userMessage(version, 'hi', { contextId: theirs.contextId }) }, 1, outsider.value), -32602);
-      expectRpcError(await rpc(t, outsiderKey, version, m.get, { id: theirs.id }, 1, outsider.value), -32001);
+      const outsider = (await otherProject(t, `A2A ${version}`)).token;
+      const outsiderKey = await exposedAgent(t, { modelKey: 'local-chat' }, {}, outsider);
+      expectRpcError(await rpc(t, outsiderKey, version, m.send, { message: userMessage(version, 'hi', { contextId: theirs.contextId }) }, 1, outsider), -32602);
+      expectRpcError(await rpc(t, outsiderKey, version, m.get, { id: theirs.id }, 1, outsider), -32001);
       expect(fake.requests.length).toBe(calls);
     });
 

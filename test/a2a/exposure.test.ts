@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, call, createTestApp, createToken, type TestApp } from '../helpers/app.js';
-import { AGENTS, agentsCall, createAgent, publish } from '../agents/support.js';
+import { AGENTS, agentsCall, createAgent, otherProject, publish } from '../agents/support.js';
 import { A2A, exposedAgent, METHODS, rpc, rpcRaw, userMessage } from './support.js';
 
 /** Interface 4.1 rule 1 and the Agent Card: exposure is opt-in, a hidden agent is a missing one, inactive is 400. */
@@ -101,15 +101,14 @@ describe.each(BACKENDS)('A2A exposure and Agent Card on %s', (backend) => {
 
   it("another project's exposed agent is a 404 like a missing one; so is an agent exposed and then hidden", async () => {
     const key = await exposedAgent(t);
-    const other = await call(t.app, t.adminSession, { method: 'POST', url: '/api/projects', payload: { name: 'A2A elsewhere' } });
-    const otherToken = await createToken(t, { role: 'owner', projectId: other.json().project.id });
-    expect((await card(key, {}, otherToken.value)).statusCode).toBe(404);
-    const foreign = await rpcRaw(t, key, sendBody, { token: otherToken.value });
+    const otherToken = (await otherProject(t, 'A2A elsewhere')).token;
+    expect((await card(key, {}, otherToken)).statusCode).toBe(404);
+    const foreign = await rpcRaw(t, key, sendBody, { token: otherToken });
     expect(foreign.statusCode).toBe(404);
     expect(foreign.json().error.message).toBe(`Agent "${key}" not found`);
-    const theirs = await exposedAgent(t, { modelKey: 'local-chat' }, {}, otherToken.value);
+    const theirs = await exposedAgent(t, { modelKey: 'local-chat' }, {}, otherToken);
     expect((await card(theirs)).statusCode).toBe(404);
-    expect((await card(theirs, {}, otherToken.value)).statusCode).toBe(200);
+    expect((await card(theirs, {}, otherToken)).statusCode).toBe(200);
 
     await agentsCall(t, { method: 'PATCH', url: `${AGENTS}/${key}`, payload: { metadata: { a2a: { enabled: false } } } });
     expect((await card(key)).statusCode).toBe(404);
@@ -143,5 +142,18 @@ describe.each(BACKENDS)('A2A exposure and Agent Card on %s', (backend) => {
     const ran = await rpcRaw(t, key, sendBody, { token: viewer.value });
     expect(ran.statusCode).toBe(200);
     expect(ran.json().result.status.state).toBe('completed');
+  });
+  it('an unknown agent key is a 404 {error} on both routes; a key too long for a key a 4xx {error}, not JSON-RPC', async () => {
+    for (const res of [await card('no-such-agent'), await rpcRaw(t, 'no-such-agent', sendBody)]) {
+      expect(res.statusCode, res.body).toBe(404);
+      expect(res.json()).toEqual({ error: { message: 'Agent "no-such-agent" not found', type: 'not_found_error', code: 'not_found' } });
+    }
+    const long = 'k'.repeat(201);
+    for (const res of [await card(long), await rpcRaw(t, long, sendBody)]) {
+      expect(res.statusCode, res.body).toBeGreaterThanOrEqual(400);
+      expect(res.statusCode).toBeLessThan(500);
+      expect(res.json().error).toMatchObject({ type: 'invalid_request_error', message: expect.any(String) });
+      expect(res.json().jsonrpc).toBeUndefined();
+    }
   });
 });

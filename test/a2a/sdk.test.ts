@@ -64,10 +64,7 @@ describe.each(BACKENDS)('@a2a-js/sdk client against an exposed agent on %s', (ba
   beforeAll(async () => {
     fake = await startFakeOpenAi();
     t = await createTestApp({ backend, noWorkers: true, env: { WAYGATE_AGENT_ALLOW_PRIVATE_URLS: 'true' } });
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    const address = t.app.server.address();
-    if (!address || typeof address === 'string') throw new Error('the app did not listen on a TCP port');
-    origin = `http://127.0.0.1:${address.port}`;
+    origin = await t.app.listen({ port: 0, host: '127.0.0.1' });
     model = await registerFakeModel(t, fake, { capabilities: ['chat'] });
   });
   afterAll(async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, call, createTestApp, createToken, type TestApp } from '../helpers/app.js';
 import { registerModel } from '../helpers/models.js';
-import { AGENTS, agentsCall, createAgent, publish, type AgentView } from './support.js';
+import { AGENTS, agentsCall, createAgent, otherProject, publish, type AgentView } from './support.js';
 
 const SECRET = 'sk-connected-agent-secret';
 
@@ -177,9 +177,82 @@ describe.each(BACKENDS)('agents: configuration and versions on %s', (backend) =>
     ]) {
       expect((await agentsCall(t, options, viewer.value)).statusCode, options.method).toBe(403);
     }
-    const other = await call(t.app, t.adminSession, { method: 'POST', url: '/api/projects', payload: { name: 'Elsewhere' } });
-    const otherToken = await createToken(t, { role: 'owner', projectId: other.json().project.id });
-    expect((await get(agent.key, otherToken.value)).statusCode).toBe(404);
-    expect((await agentsCall(t, { method: 'GET', url: AGENTS }, otherToken.value)).json().agents).toEqual([]);
+    const otherToken = (await otherProject(t, 'Elsewhere')).token;
+    expect((await get(agent.key, otherToken)).statusCode).toBe(404);
+    expect((await agentsCall(t, { method: 'GET', url: AGENTS }, otherToken)).json().agents).toEqual([]);
+  });
+  it.each([
+    ['POST a name that is not a string', 'POST', '', { name: 5 }, /body\.name must be of type string/],
+    ['POST a config that is not an object', 'POST', '', { name: 'x', config: 'native' }, /body\.config must be of type object/],
+    ['POST metadata that is an array', 'POST', '', { name: 'x', metadata: ['a'] }, /body\.metadata must be of type object/],
+    ['POST a fractional maxTokens', 'POST', '', { name: 'x', config: { maxTokens: 1.5 } }, /body\.config\.maxTokens must be of type integer/],
+    ['POST a connection without url', 'POST', '', { name: 'x', config: { connection: { protocol: 'a2a' } } }, /body\.config\.connection\.url is required/],
+    ['POST an unknown protocol', 'POST', '', { name: 'x', config: { connection: { protocol: 'grpc', url: 'http://127.0.0.1:9' } } }, /protocol must be one of: a2a, openai-chat, openai-responses/],
+    ['PATCH a temperature that is not a number', 'PATCH', '/:key', { config: { temperature: 'hot' } }, /body\.config\.temperature must be of type number/],
+    ['PATCH an unknown field', 'PATCH', '/:key', { owner: 'me' }, /body\.owner is not a known field/],
+    ['PATCH a bad status', 'PATCH', '/:key', { status: 'paused' }, /body\.status must be one of: active, inactive, draft/],
+    ['publish a changelog that is not a string', 'POST', '/:key/publish', { changelog: 5 }, /body\.changelog must be of type string/],
+    ['publish an unknown field', 'POST', '/:key/publish', { notes: 'x' }, /body\.notes is not a known field/],
+  ] as const)('wrong types and unknown fields: %s is a 400 naming the field', async (_case, method, path, payload, message) => {
+    const agent = await createAgent(t, { name: 'Typed', config: { modelKey: 'local-chat' } });
+    const res = await agentsCall(t, { method, url: `${AGENTS}${path.replace(':key', agent.key)}`, payload });
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json().error.message).toMatch(message);
+    expect((await get(agent.key)).json().agent).toMatchObject({ name: 'Typed', status: 'active', publishedVersion: null, config: { temperature: null } });
+  });
+
+  it('an agent key too long for a key is a 4xx {error} on every route that takes one', async () => {
+    const key = 'k'.repeat(201);
+    for (const options of [
+      { method: 'GET' as const, url: `${AGENTS}/${key}` },
+      { method: 'PATCH' as const, url: `${AGENTS}/${key}`, payload: { name: 'x' } },
+      { method: 'DELETE' as const, url: `${AGENTS}/${key}` },
+      { method: 'POST' as const, url: `${AGENTS}/${key}/publish` },
+    ]) {
+      const res = await agentsCall(t, options);
+      expect(res.statusCode, `${options.method} ${res.body}`).toBeGreaterThanOrEqual(400);
+      expect(res.statusCode).toBeLessThan(500);
+      expect(res.json().error).toMatchObject({ type: 'invalid_request_error', message: expect.any(String) });
+    }
+  });
+
+  it("another project's agent is a 404 on GET, PATCH, DELETE and publish, and stays as it was", async () => {
+    const agent = await createAgent(t, { name: 'Mine', config: { modelKey: 'local-chat' } });
+    const other = await otherProject(t, 'Foreign writers');
+    for (const options of [
+      { method: 'GET' as const, url: `${AGENTS}/${agent.key}` },
+      { method: 'PATCH' as const, url: `${AGENTS}/${agent.key}`, payload: { name: 'Taken' } },
+      { method: 'DELETE' as const, url: `${AGENTS}/${agent.key}` },
+      { method: 'POST' as const, url: `${AGENTS}/${agent.key}/publish`, payload: { changelog: 'theirs' } },
+    ]) {
+      const res = await agentsCall(t, options, other.token);
+      expect(res.statusCode, options.method).toBe(404);
+      expect(res.json().error).toMatchObject({ type: 'not_found_error', message: `Agent "${agent.key}" not found` });
+    }
+    expect((await get(agent.key)).json().agent).toMatchObject({ name: 'Mine', publishedVersion: null });
+  });
+
+  it("another project's model and guardrails cannot be named (400), on create and on PATCH", async () => {
+    const other = await otherProject(t, 'Foreign references');
+    const headers = { 'x-waygate-project': other.id };
+    const theirModel = await registerModel(t, { provider: { type: 'mock' }, capabilities: ['chat'] }, { project: other.id });
+    const guardrail = await call(t.app, t.adminSession, { method: 'POST', url: '/api/guardrails', headers, payload: { key: 'foreign-pii', type: 'pii', action: 'redact', target: 'both' } });
+    expect(guardrail.statusCode, guardrail.body).toBe(201);
+    for (const [config, message] of [
+      [{ modelKey: theirModel }, `config.modelKey: model "${theirModel}" does not exist in this project`],
+      [{ inputGuardrailKey: 'foreign-pii' }, 'config.inputGuardrailKey: guardrail "foreign-pii" does not exist in this project'],
+      [{ outputGuardrailKey: 'foreign-pii' }, 'config.outputGuardrailKey: guardrail "foreign-pii" does not exist in this project'],
+    ] as const) {
+      const created = await agentsCall(t, { method: 'POST', url: AGENTS, payload: { name: 'x', config } });
+      expect(created.statusCode, created.body).toBe(400);
+      expect(created.json().error.message).toBe(message);
+    }
+    const agent = await createAgent(t, { name: 'Local refs', config: { modelKey: 'local-chat' } });
+    const patched = await patch(agent.key, { config: { modelKey: theirModel } });
+    expect(patched.statusCode, patched.body).toBe(400);
+    expect((await get(agent.key)).json().agent.config.modelKey).toBe('local-chat');
+    // In their own project the same references are fine.
+    const theirs = await agentsCall(t, { method: 'POST', url: AGENTS, payload: { name: 'x', config: { modelKey: theirModel, inputGuardrailKey: 'foreign-pii' } } }, other.token);
+    expect(theirs.statusCode, theirs.body).toBe(201);
   });
 });

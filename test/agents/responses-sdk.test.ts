@@ -17,10 +17,8 @@ describe.each(BACKENDS)('openai SDK responses.create against an agent on %s', (b
   beforeAll(async () => {
     fake = await startFakeOpenAi();
     t = await createTestApp({ backend, noWorkers: true, env: { WAYGATE_AGENT_ALLOW_PRIVATE_URLS: 'true' } });
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    const address = t.app.server.address();
-    if (!address || typeof address === 'string') throw new Error('the app did not listen on a TCP port');
-    client = new OpenAI({ apiKey: t.ownerToken, baseURL: `http://127.0.0.1:${address.port}/api/client/v1/agents`, maxRetries: 0, timeout: 10_000 });
+    const origin = await t.app.listen({ port: 0, host: '127.0.0.1' });
+    client = new OpenAI({ apiKey: t.ownerToken, baseURL: `${origin}/api/client/v1/agents`, maxRetries: 0, timeout: 10_000 });
   });
   afterAll(async () => {
     await t?.close();

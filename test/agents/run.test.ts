@@ -4,7 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BACKENDS, call, createTestApp, createToken, type TestApp } from '../helpers/app.js';
 import { startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { registerFakeModel, usageRowsOf } from '../helpers/inference.js';
-import { AGENTS, agentsCall, createAgent, publish, respond } from './support.js';
+import { AGENTS, agentsCall, createAgent, otherProject, publish, respond } from './support.js';
 
 const EMAIL = 'jane.doe@example.com';
 
@@ -106,9 +106,8 @@ describe.each(BACKENDS)('running agents on %s', (backend) => {
     const second = await publishedAgent({ modelKey: model });
     const started = await respond(t, { model: first, input: 'mine' });
     expect((await respond(t, { model: second, input: 'steal', previous_response_id: started.json().id })).statusCode).toBe(404);
-    const other = await call(t.app, t.adminSession, { method: 'POST', url: '/api/projects', payload: { name: 'Other agents' } });
-    const otherToken = await createToken(t, { role: 'owner', projectId: other.json().project.id });
-    expect((await respond(t, { model: first, input: 'x', previous_response_id: started.json().id }, otherToken.value)).statusCode).toBe(404);
+    const otherToken = (await otherProject(t, 'Other agents')).token;
+    expect((await respond(t, { model: first, input: 'x', previous_response_id: started.json().id }, otherToken)).statusCode).toBe(404);
   });
 
   it('inactive and draft agents do not answer (400); a deleted agent is a 404 and its conversation is kept', async () => {
@@ -288,5 +287,44 @@ describe.each(BACKENDS)('running agents on %s', (backend) => {
     } finally {
       await remote.close();
     }
+  });
+  it.each([
+    ['no model', { model: undefined, input: 'x' }, /body\.model is required/],
+    ['a model that is not a string', { model: 5, input: 'x' }, /body\.model must be of type string/],
+    ['an input that is a number', { input: 5 }, /body\.input/],
+    ['an item with an unknown role', { input: [{ role: 'robot', content: 'x' }] }, /body\.input/],
+    ['a text part that is not text', { input: [{ role: 'user', content: [{ type: 'input_text', text: 5 }] }] }, /body\.input/],
+    ['a version that is not an integer', { input: 'x', version: 'latest' }, /body\.version/],
+    ['a previous_response_id that is not a string', { input: 'x', previous_response_id: 5 }, /body\.previous_response_id/],
+    ['stream that is not a boolean', { input: 'x', stream: 'yes' }, /body\.stream/],
+  ])('wrong types: %s is a 400 naming the field, and runs nothing', async (_case, body, message) => {
+    const key = await publishedAgent({ modelKey: model });
+    const res = await respond(t, { model: key, ...body });
+    expect(res.statusCode, res.body).toBe(400);
+    expect(res.json().error).toMatchObject({ type: 'invalid_request_error', message: expect.stringMatching(message) });
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it("another project's own agent cannot continue this project's conversation (404); the conversation is unchanged", async () => {
+    const key = await publishedAgent({ modelKey: 'local-chat' });
+    const started = await respond(t, { model: key, input: 'ours' });
+    expect(started.statusCode, started.body).toBe(200);
+    const other = await otherProject(t, 'Conversation thieves');
+    const theirs = await createAgent(t, { name: 'Thief', config: { modelKey: 'local-chat' } }, other.token);
+    await publish(t, theirs.key, undefined, other.token);
+    const res = await respond(t, { model: theirs.key, input: 'continue', previous_response_id: started.json().id }, other.token);
+    expect(res.statusCode, res.body).toBe(404);
+    const conversationId = (started.json().id as string).slice('resp_'.length);
+    expect(res.json().error).toMatchObject({ type: 'not_found_error', message: `Conversation "${conversationId}" not found` });
+    const stored = await t.ctx.database.db.selectFrom('agent_messages').select('content').where('conversation_id', '=', conversationId).execute();
+    expect(stored.map((m) => m.content)).toEqual(['ours', 'Echo: ours']);
+  });
+
+  it('an A2A error whose code or message is not text is a 502, not a crash', async () => {
+    const key = await publishedAgent({ connection: { protocol: 'a2a', url: fake.baseUrl } });
+    fake.queue({ body: { jsonrpc: '2.0', id: 1, error: { code: { toString: false }, message: { valueOf: 1 } } } });
+    const res = await respond(t, { model: key, input: 'ping' });
+    expect(res.statusCode, res.body).toBe(502);
+    expect(res.json().error.message).toMatch(/The connected agent answered JSON-RPC error/);
   });
 });

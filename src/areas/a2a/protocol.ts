@@ -182,7 +182,7 @@ function optionalString(value: unknown, name: string): string | undefined {
 }
 
 /** `historyLength` (3.2.4 of A2A 1.0): unset is all history, 0 none, n the last n messages. */
-export function readHistoryLength(object: Record<string, unknown> | undefined, dialect: Dialect, name: string): number | undefined {
+function readHistoryLength(object: Record<string, unknown> | undefined, dialect: Dialect, name: string): number | undefined {
   if (!object) return undefined;
   const value = field(object, 'historyLength', 'history_length', dialect);
   if (value === undefined || value === null) return undefined;

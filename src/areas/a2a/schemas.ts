@@ -1,7 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { errorResponses } from '../../http/schemas.js';
-
-const AgentParams = Type.Object({ agentKey: Type.String({ minLength: 1, maxLength: 200 }) });
+import { AgentParams } from '../agents/schemas.js';
 
 const VersionHeaders = Type.Object({
   'a2a-version': Type.Optional(

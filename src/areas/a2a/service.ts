@@ -1,7 +1,7 @@
 import { AppError, ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import type { AgentRunner } from '../agents/runner.js';
-import { a2aEnabled, type AgentService } from '../agents/service.js';
+import { a2aEnabled, checkActive, type AgentService } from '../agents/service.js';
 import type { AgentRecord, ConversationRecord } from '../agents/store.js';
 import type { Caller } from '../inference/service.js';
 import { agentCard } from './card.js';
@@ -100,7 +100,7 @@ export class A2aService {
   /** An exposed agent that may be invoked: 404 as above, 400 when it is not active (before any dispatch). */
   async invocableAgent(scope: ProjectScope, key: string): Promise<AgentRecord> {
     const agent = await this.exposedAgent(scope, key);
-    if (agent.status !== 'active') throw ERRORS.validation(`Agent "${agent.key}" is ${agent.status}; only active agents answer`);
+    checkActive(agent);
     return agent;
   }
 
@@ -150,7 +150,7 @@ export class A2aService {
       await this.turn(caller.scope, agent, message.taskId);
       throw RPC_ERRORS.unsupported(`task ${message.taskId} is completed and takes no more messages; send a new message with its contextId to continue the conversation`);
     }
-    if (message.contextId !== undefined) await this.contextConversation(caller.scope, agent, message.contextId);
+    if (message.contextId !== undefined) await this.checkContext(caller.scope, agent, message.contextId);
     // Failures of the run (AppError: guardrail blocks, budgets, upstream errors) are mapped in toRpcError.
     const turn = await this.runner.respond(caller, agent, {
       input: [{ role: 'user', content: message.text }],
@@ -158,10 +158,8 @@ export class A2aService {
       runtimeContext: message.runtimeContext,
       endpoint: '/a2a',
     });
-    const conversation = await this.runner.conversation(caller.scope, agent, turn.conversationId);
-    const messages = turnOf(await this.runner.messages(caller.scope, conversation), turn.reply.seq);
-    if (!messages) throw new Error(`the reply ${turn.reply.seq} of ${turn.conversationId} was not stored`);
-    return taskView(dialect, turn.conversationId, messages, message.historyLength);
+    // The task is the turn just stored: the same messages tasks/get rebuilds from the conversation later.
+    return taskView(dialect, turn.conversationId, turn.messages, message.historyLength);
   }
 
   /** `tasks/get` / `GetTask`: the task rebuilt from the stored conversation. */
@@ -174,25 +172,25 @@ export class A2aService {
   private async turn(scope: ProjectScope, agent: AgentRecord, taskId: string) {
     const parsed = parseTaskId(taskId);
     if (!parsed) throw RPC_ERRORS.taskNotFound(taskId);
-    const conversation = await this.runner.conversation(scope, agent, parsed.conversationId).catch((err: unknown) => {
-      if (err instanceof AppError && err.statusCode === 404) return null;
-      throw err;
-    });
+    const conversation = await this.heldConversation(scope, agent, parsed.conversationId);
     const messages = conversation ? turnOf(await this.runner.messages(scope, conversation), parsed.seq) : null;
     if (!conversation || !messages) throw RPC_ERRORS.taskNotFound(taskId);
     return { conversation, messages };
   }
 
   /** A `contextId` must be a conversation this agent holds in this project: -32602 otherwise. */
-  private async contextConversation(scope: ProjectScope, agent: AgentRecord, contextId: string): Promise<ConversationRecord> {
-    try {
-      return await this.runner.conversation(scope, agent, contextId);
-    } catch (err) {
-      if (err instanceof AppError && err.statusCode === 404) {
-        throw RPC_ERRORS.invalidParams(`contextId "${contextId}" is not a conversation of this agent; leave it out to start a new conversation`);
-      }
-      throw err;
+  private async checkContext(scope: ProjectScope, agent: AgentRecord, contextId: string): Promise<void> {
+    if (!(await this.heldConversation(scope, agent, contextId))) {
+      throw RPC_ERRORS.invalidParams(`contextId "${contextId}" is not a conversation of this agent; leave it out to start a new conversation`);
     }
+  }
+
+  /** A conversation this agent holds in this project, or null (the runner's 404, as a value). */
+  private heldConversation(scope: ProjectScope, agent: AgentRecord, id: string): Promise<ConversationRecord | null> {
+    return this.runner.conversation(scope, agent, id).catch((err: unknown) => {
+      if (err instanceof AppError && err.statusCode === 404) return null;
+      throw err;
+    });
   }
 
   /** Protocol errors as they are; expected failures with their message; anything else logged and kept opaque. */

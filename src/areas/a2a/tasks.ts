@@ -13,7 +13,7 @@ import { artifactIdOf, messageIdOf, taskIdOf, type Dialect } from './protocol.js
  */
 
 /** A reply of the agent: an assistant message the agent produced (input items given as assistant have no version). */
-export function isReply(message: MessageRecord): boolean {
+function isReply(message: MessageRecord): boolean {
   return message.role === 'assistant' && message.version !== null;
 }
 

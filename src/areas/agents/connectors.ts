@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ERRORS } from '../../http/errors.js';
+import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
 import type { UpstreamClient } from '../../providers/http.js';
 import { parseObject } from '../../providers/http.js';
@@ -113,7 +114,7 @@ type A2aPart = { kind?: unknown; text?: unknown };
 
 function a2aAnswer(parsed: unknown): ConnectionAnswer {
   const envelope = parsed as { result?: Record<string, unknown>; error?: { code?: unknown; message?: unknown } } | null;
-  if (envelope?.error) throw ERRORS.upstreamFailed(`The connected agent answered JSON-RPC error ${String(envelope.error.code)}: ${String(envelope.error.message ?? '').slice(0, 200)}`);
+  if (envelope?.error) throw ERRORS.upstreamFailed(`The connected agent answered JSON-RPC error ${asText(envelope.error.code, 'without a code')}: ${asText(envelope.error.message).slice(0, 200)}`);
   const result = envelope?.result;
   if (!result) throw malformed('a JSON-RPC result');
   const texts = (parts: unknown) => (Array.isArray(parts) ? (parts as A2aPart[]).filter((p) => typeof p?.text === 'string').map((p) => p.text as string) : []);

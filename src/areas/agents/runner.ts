@@ -9,7 +9,7 @@ import type { GuardrailService } from '../guardrails/service.js';
 import type { Caller, InferenceService } from '../inference/service.js';
 import type { UsageService } from '../usage/service.js';
 import { callConnection, type TurnMessage } from './connectors.js';
-import type { AgentService } from './service.js';
+import { checkActive, type AgentService } from './service.js';
 import type { AgentRecord, AgentStore, ConversationRecord, MessageRecord, VersionRecord } from './store.js';
 
 /** One turn asked of an agent: new messages, in a new or an existing conversation. */
@@ -30,12 +30,14 @@ export interface TurnResult {
   conversationId: string;
   /** Whether the turn continued a conversation (false: it started one). */
   continued: boolean;
-  /** The assistant message as stored (its `seq` is its position in the conversation). */
+  /** The messages this turn stored, in order: the input, then the reply. */
+  messages: MessageRecord[];
+  /** The assistant message as stored (its `seq` is its position in the conversation): the last of `messages`. */
   reply: MessageRecord;
 }
 
 /** Runtime context larger than this (as JSON) is refused: it rides along on every call of the turn. */
-export const MAX_RUNTIME_CONTEXT_BYTES = 8 * 1024;
+const MAX_RUNTIME_CONTEXT_BYTES = 8 * 1024;
 
 /** What a turn sends after the guardrails: the messages, and the runtime context (as JSON text and as headers). */
 interface GuardedTurn {
@@ -74,7 +76,7 @@ export class AgentRunner {
   ) {}
 
   async respond(caller: Caller, agent: AgentRecord, request: TurnRequest): Promise<TurnResult> {
-    if (agent.status !== 'active') throw ERRORS.validation(`Agent "${agent.key}" is ${agent.status}; only active agents answer`);
+    checkActive(agent);
     if (request.input.length === 0) throw ERRORS.validation('input is required: a text or at least one message');
     const contextJson = contextJsonOf(request.runtimeContext);
     const version = await this.agents.versionToRun(caller.scope, agent, request.version);
@@ -97,7 +99,7 @@ export class AgentRunner {
       ],
       answer.remoteContext,
     );
-    return { version, conversationId, continued: conversation !== null, reply: stored.at(-1)! };
+    return { version, conversationId, continued: conversation !== null, messages: stored, reply: stored.at(-1)! };
   }
 
   /** A conversation held with this agent in this project; anything else is a 404 like a missing one. */

@@ -107,7 +107,8 @@ const VersionView = Type.Object({
   createdAt: IsoDateTime,
 });
 
-const AgentParams = Type.Object({ agentKey: Type.String({ minLength: 1, maxLength: 200 }) });
+/** Path parameter: Fastify's router answers 414 to a longer path segment before any schema runs (its default 100). */
+export const AgentParams = Type.Object({ agentKey: Type.String({ minLength: 1, maxLength: 100 }) });
 
 export const listAgentsSchema = {
   operationId: 'agents.list',

@@ -69,6 +69,11 @@ export function a2aEnabled(agent: AgentRecord): boolean {
   return (agent.metadata.a2a as { enabled?: unknown } | undefined)?.enabled === true;
 }
 
+/** Only active agents answer: an inactive or draft one is a 400. */
+export function checkActive(agent: AgentRecord): void {
+  if (agent.status !== 'active') throw ERRORS.validation(`Agent "${agent.key}" is ${agent.status}; only active agents answer`);
+}
+
 function originOf(connection: Connection | null): string | null {
   return connection ? new URL(connection.url).origin : null;
 }

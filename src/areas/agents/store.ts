@@ -112,6 +112,19 @@ function toVersion(row: Selectable<AgentVersionsTable>): VersionRecord {
   };
 }
 
+/** A live (not deleted) agent of the project, read through `db` (the store's handle or a transaction). */
+async function findLive(db: Db, scope: ProjectScope, key: string): Promise<AgentRecord | null> {
+  const row = await db
+    .selectFrom('agents')
+    .selectAll()
+    .where('tenant_id', '=', scope.tenantId)
+    .where('project_id', '=', scope.projectId)
+    .where('key', '=', key)
+    .where('deleted_at', 'is', null)
+    .executeTakeFirst();
+  return row ? toAgent(row) : null;
+}
+
 const APPEND_ATTEMPTS = 5;
 /** SQLite allows 32,766 bound values per statement; 11 columns x 500 rows stays well below. */
 const INSERT_CHUNK = 500;
@@ -170,16 +183,8 @@ export class AgentStore {
   }
 
   /** A live (not deleted) agent of the project. */
-  async find(scope: ProjectScope, key: string): Promise<AgentRecord | null> {
-    const row = await this.db
-      .selectFrom('agents')
-      .selectAll()
-      .where('tenant_id', '=', scope.tenantId)
-      .where('project_id', '=', scope.projectId)
-      .where('key', '=', key)
-      .where('deleted_at', 'is', null)
-      .executeTakeFirst();
-    return row ? toAgent(row) : null;
+  find(scope: ProjectScope, key: string): Promise<AgentRecord | null> {
+    return findLive(this.db, scope, key);
   }
 
   async list(scope: ProjectScope, status?: AgentStatus): Promise<AgentRecord[]> {
@@ -217,7 +222,7 @@ export class AgentStore {
         .where('deleted_at', 'is', null)
         .executeTakeFirst();
       if (Number(locked.numUpdatedRows) === 0) return null;
-      const agent = toAgent(await trx.selectFrom('agents').selectAll().where('tenant_id', '=', scope.tenantId).where('project_id', '=', scope.projectId).where('key', '=', key).where('deleted_at', 'is', null).executeTakeFirstOrThrow());
+      const agent = (await findLive(trx, scope, key))!;
       const last = await trx
         .selectFrom('agent_versions')
         .select((eb) => eb.fn.max('number').as('n'))
@@ -297,13 +302,14 @@ export class AgentStore {
   /**
    * Stores a turn after the conversation's last message, in one transaction; with no conversation, the turn starts
    * one in the same transaction (a failed turn leaves nothing). A turn racing another on the same conversation takes
-   * the positions after it. Returns the conversation id and the stored messages with their positions.
+   * the positions after it. A `remoteContext` (a connected A2A agent's contextId) replaces the stored one.
+   * Returns the conversation id and the stored messages with their positions.
    */
   async append(
     scope: ProjectScope,
     target: { conversationId: string } | { agentId: string },
     messages: Omit<MessageRecord, 'seq'>[],
-    remoteContext: string | null | undefined,
+    remoteContext: string | undefined,
   ): Promise<{ conversationId: string; stored: MessageRecord[] }> {
     for (let attempt = 1; ; attempt++) {
       try {
