@@ -26,6 +26,7 @@ import { loadConfig } from '../src/config.js';
 import { createContext, type Context } from '../src/context.js';
 import type { ProjectScope } from '../src/http/principal.js';
 import { median } from './lib/measure.js';
+import { wholeNumber } from './lib/options.js';
 import { int, machine, ms, table } from './lib/report.js';
 
 interface Options {
@@ -52,19 +53,14 @@ function options(argv: string[]): Options {
     },
   });
   const values = parsed as Record<string, string | undefined>;
-  const positive = (name: string, raw: string | undefined) => {
-    const value = Number(raw);
-    if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a whole number >= 1, got ${raw}`);
-    return value;
-  };
   if (values.database !== undefined && !/^postgres(ql)?:\/\//.test(values.database)) throw new Error('--database must be a postgres:// URL');
   return {
-    rows: positive('rows', values.rows),
-    batch: positive('batch', values.batch),
-    days: positive('days', values.days),
-    rounds: positive('rounds', values.rounds),
+    rows: wholeNumber('rows', values.rows),
+    batch: wholeNumber('batch', values.batch),
+    days: wholeNumber('days', values.days),
+    rounds: wholeNumber('rounds', values.rounds),
     database: values.database,
-    seed: positive('seed', values.seed),
+    seed: wholeNumber('seed', values.seed),
   };
 }
 

@@ -11,6 +11,7 @@
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loaded, median, sequential, type Sample, type Target } from './lib/measure.js';
+import { entryOption, wholeNumber, type Entry } from './lib/options.js';
 import { int, machine, ms, pinSelf, table } from './lib/report.js';
 import { hasTaskset, startServer, type BenchServer } from './lib/server.js';
 
@@ -21,7 +22,7 @@ interface Options {
   duration: number;
   warmup: number;
   connections: number;
-  entry: 'tsx' | 'dist';
+  entry: Exclude<Entry, 'build'>;
   database: string | undefined;
   logLevel: string;
   pin: boolean;
@@ -43,20 +44,14 @@ function options(argv: string[]): Options {
       'no-pin': { type: 'boolean', default: false },
     },
   });
-  const positive = (name: string, raw: string | undefined, min = 1) => {
-    const value = Number(raw);
-    if (!Number.isInteger(value) || value < min) throw new Error(`--${name} must be a whole number >= ${min}, got ${raw}`);
-    return value;
-  };
-  if (values.entry !== 'tsx' && values.entry !== 'dist') throw new Error('--entry must be tsx or dist');
   return {
-    rounds: positive('rounds', values.rounds),
-    requests: positive('requests', values.requests),
-    warmupRequests: positive('warmup-requests', values['warmup-requests'], 0),
-    duration: positive('duration', values.duration),
-    warmup: positive('warmup', values.warmup, 0),
-    connections: positive('connections', values.connections),
-    entry: values.entry,
+    rounds: wholeNumber('rounds', values.rounds),
+    requests: wholeNumber('requests', values.requests),
+    warmupRequests: wholeNumber('warmup-requests', values['warmup-requests'], 0),
+    duration: wholeNumber('duration', values.duration),
+    warmup: wholeNumber('warmup', values.warmup, 0),
+    connections: wholeNumber('connections', values.connections),
+    entry: entryOption(values.entry, ['tsx', 'dist']),
     database: values.database,
     logLevel: values['log-level'] ?? 'info',
     pin: !values['no-pin'],

@@ -23,6 +23,7 @@ import { parseArgs } from 'node:util';
 import { registerModels, requestJson } from './lib/api.js';
 import { summarise } from './lib/cpuprofile.js';
 import { concurrentAmount, median, type Target } from './lib/measure.js';
+import { cleanupsOnExit, entryOption, wholeNumber, type Entry } from './lib/options.js';
 import { int, machine, ms, pinSelf, sourceVersion, table } from './lib/report.js';
 import { foreignLoad, hasTaskset, memoryMbOf, settle, startServer, transpileSources, type BenchServer } from './lib/server.js';
 import { startUpstream, type UpstreamProcess, type UpstreamStats } from './lib/upstream.js';
@@ -43,7 +44,7 @@ interface Options {
   sampleMs: number;
   timeoutSeconds: number;
   parts: Part[];
-  entry: 'build' | 'tsx' | 'dist';
+  entry: Entry;
   database: string | undefined;
   logLevel: string;
   cpuProf: string | undefined;
@@ -76,28 +77,22 @@ function options(argv: string[]): Options {
       'no-pin': { type: 'boolean', default: false },
     },
   });
-  const whole = (name: string, raw: string | undefined, min = 1) => {
-    const value = Number(raw);
-    if (!Number.isInteger(value) || value < min) throw new Error(`--${name} must be a whole number >= ${min}, got ${raw}`);
-    return value;
-  };
-  if (values.entry !== 'build' && values.entry !== 'tsx' && values.entry !== 'dist') throw new Error('--entry must be build, tsx or dist');
   const parts = (values.parts ?? '').split(',').map((p) => p.trim().toLowerCase()).filter(Boolean);
   for (const p of parts) if (!(PARTS as readonly string[]).includes(p)) throw new Error(`--parts: unknown part ${p}; one of ${PARTS.join(', ')}`);
   return {
-    items: whole('items', values.items),
-    createRounds: whole('create-rounds', values['create-rounds'] ?? values.rounds ?? '5'),
-    concurrency: whole('concurrency', values.concurrency),
-    latencyItems: whole('latency-items', values['latency-items']),
-    latencyMs: whole('latency-ms', values['latency-ms']),
-    latencyConcurrency: whole('latency-concurrency', values['latency-concurrency']),
-    memoryRounds: whole('memory-rounds', values['memory-rounds'] ?? values.rounds ?? '3'),
-    warmupItems: whole('warmup-items', values['warmup-items'], 0),
-    pollMs: whole('poll-ms', values['poll-ms']),
-    sampleMs: whole('sample-ms', values['sample-ms']),
-    timeoutSeconds: whole('timeout', values.timeout),
+    items: wholeNumber('items', values.items),
+    createRounds: wholeNumber('create-rounds', values['create-rounds'] ?? values.rounds ?? '5'),
+    concurrency: wholeNumber('concurrency', values.concurrency),
+    latencyItems: wholeNumber('latency-items', values['latency-items']),
+    latencyMs: wholeNumber('latency-ms', values['latency-ms']),
+    latencyConcurrency: wholeNumber('latency-concurrency', values['latency-concurrency']),
+    memoryRounds: wholeNumber('memory-rounds', values['memory-rounds'] ?? values.rounds ?? '3'),
+    warmupItems: wholeNumber('warmup-items', values['warmup-items'], 0),
+    pollMs: wholeNumber('poll-ms', values['poll-ms']),
+    sampleMs: wholeNumber('sample-ms', values['sample-ms']),
+    timeoutSeconds: wholeNumber('timeout', values.timeout),
     parts: parts as Part[],
-    entry: values.entry,
+    entry: entryOption(values.entry, ['build', 'tsx', 'dist']),
     database: values.database,
     logLevel: values['log-level'] ?? 'info',
     cpuProf: values['cpu-prof'],
@@ -475,13 +470,7 @@ export async function batchesBench(argv: string[] = process.argv.slice(2)): Prom
   const opts = options(argv);
   const info = machine();
   const pinned = opts.pin && hasTaskset() && info.nproc >= 2 && pinSelf('1');
-  const cleanups: (() => Promise<void>)[] = [];
-  const stopAll = async () => {
-    for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
-  };
-  const onSignal = () => void stopAll().then(() => process.exit(130));
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const cleanups = cleanupsOnExit();
   const results: Results = { profiles: {}, serverErrors: [] };
   const has = (p: Part) => opts.parts.includes(p);
 
@@ -494,7 +483,7 @@ export async function batchesBench(argv: string[] = process.argv.slice(2)): Prom
     let mainFile: string | undefined;
     if (opts.entry === 'build') {
       const built = await transpileSources();
-      cleanups.push(async () => built.remove());
+      cleanups.add(async () => built.remove());
       mainFile = built.main;
     }
     const profileFilter = opts.entry === 'build' ? '.test-build' : opts.entry === 'dist' ? '/dist/' : '/src/';
@@ -511,7 +500,7 @@ export async function batchesBench(argv: string[] = process.argv.slice(2)): Prom
         env,
         nodeArgs: profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : [],
       });
-      cleanups.push(() => server.stop());
+      cleanups.add(() => server.stop());
       const w = instance(server);
       try {
         write();
@@ -532,7 +521,7 @@ export async function batchesBench(argv: string[] = process.argv.slice(2)): Prom
     };
 
     const upstream = await startUpstream({ cpus: pinned ? '1' : null, chunks: 8, holdChunkMs: 100, track: true });
-    cleanups.push(() => upstream.stop());
+    cleanups.add(() => upstream.stop());
     write(`fake upstream pid ${upstream.pid} on ${upstream.baseUrl} (answers at once)`);
 
     if (has('create')) {
@@ -561,7 +550,7 @@ export async function batchesBench(argv: string[] = process.argv.slice(2)): Prom
 
     if (has('latency')) {
       const slow = await startUpstream({ cpus: pinned ? '1' : null, chunks: 8, holdChunkMs: 100, latencyMs: opts.latencyMs, track: true });
-      cleanups.push(() => slow.stop());
+      cleanups.add(() => slow.stop());
       write();
       write(`slow fake upstream pid ${slow.pid} on ${slow.baseUrl} (answers ${opts.latencyMs} ms after each request)`);
       await withServer('latency', { WAYGATE_BATCH_CONCURRENCY: String(opts.latencyConcurrency) }, slow, MODEL_KEY.latency, async (w, ownPids) => {
@@ -573,9 +562,7 @@ export async function batchesBench(argv: string[] = process.argv.slice(2)): Prom
     for (const line of results.serverErrors.slice(0, 3)) write(`Waygate logged: ${line.slice(0, 2000)}`);
     throw err;
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-    await stopAll();
+    await cleanups.run();
   }
 
   report(opts, results);

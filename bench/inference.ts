@@ -16,6 +16,7 @@ import { parseArgs } from 'node:util';
 import { registerModels, requestJson } from './lib/api.js';
 import { loaded, loadedAmount, median, sequential, type Sample, type Target } from './lib/measure.js';
 import { ensurePortkey, startPortkey, type PortkeyServer } from './lib/portkey.js';
+import { cleanupsOnExit, entryOption, wholeNumber, type Entry } from './lib/options.js';
 import { int, machine, ms, pinSelf, sourceVersion, table } from './lib/report.js';
 import { cpuSecondsOf, foreignLoad, hasTaskset, memoryMbOf, settle, startServer, transpileSources, type BenchServer } from './lib/server.js';
 import { heldStreams, streamSequential, type HeldStreams, type TtfbSample } from './lib/stream.js';
@@ -38,7 +39,7 @@ interface Options {
   memoryRequests: number;
   memoryConnections: number;
   targets: TargetName[];
-  entry: 'build' | 'tsx' | 'dist';
+  entry: Entry;
   idleSeconds: number;
   database: string | undefined;
   logLevel: string;
@@ -73,31 +74,25 @@ function options(argv: string[]): Options {
       'no-pin': { type: 'boolean', default: false },
     },
   });
-  const whole = (name: string, raw: string | undefined, min = 1) => {
-    const value = Number(raw);
-    if (!Number.isInteger(value) || value < min) throw new Error(`--${name} must be a whole number >= ${min}, got ${raw}`);
-    return value;
-  };
-  if (values.entry !== 'build' && values.entry !== 'tsx' && values.entry !== 'dist') throw new Error('--entry must be build, tsx or dist');
   const targets = (values.targets ?? '').split(',').map((t) => t.trim().toLowerCase()).filter(Boolean);
   for (const t of targets) if (!['direct', 'proxy', 'waygate', 'portkey'].includes(t)) throw new Error(`--targets: unknown target ${t}`);
   if (!targets.includes('direct')) targets.unshift('direct'); // every figure is relative to it
   return {
-    rounds: whole('rounds', values.rounds),
-    requests: whole('requests', values.requests),
-    warmupRequests: whole('warmup-requests', values['warmup-requests'], 0),
-    duration: whole('duration', values.duration),
-    warmup: whole('warmup', values.warmup, 0),
-    connections: whole('connections', values.connections),
-    streamRequests: whole('stream-requests', values['stream-requests']),
-    streams: whole('streams', values.streams, 0),
-    chunks: whole('chunks', values.chunks),
-    holdChunkMs: whole('hold-chunk-ms', values['hold-chunk-ms']),
-    memoryRequests: whole('memory-requests', values['memory-requests'], 0),
-    memoryConnections: whole('memory-connections', values['memory-connections']),
+    rounds: wholeNumber('rounds', values.rounds),
+    requests: wholeNumber('requests', values.requests),
+    warmupRequests: wholeNumber('warmup-requests', values['warmup-requests'], 0),
+    duration: wholeNumber('duration', values.duration),
+    warmup: wholeNumber('warmup', values.warmup, 0),
+    connections: wholeNumber('connections', values.connections),
+    streamRequests: wholeNumber('stream-requests', values['stream-requests']),
+    streams: wholeNumber('streams', values.streams, 0),
+    chunks: wholeNumber('chunks', values.chunks),
+    holdChunkMs: wholeNumber('hold-chunk-ms', values['hold-chunk-ms']),
+    memoryRequests: wholeNumber('memory-requests', values['memory-requests'], 0),
+    memoryConnections: wholeNumber('memory-connections', values['memory-connections']),
     targets: targets as TargetName[],
-    entry: values.entry,
-    idleSeconds: whole('idle-seconds', values['idle-seconds'], 0),
+    entry: entryOption(values.entry, ['build', 'tsx', 'dist']),
+    idleSeconds: wholeNumber('idle-seconds', values['idle-seconds'], 0),
     database: values.database,
     logLevel: values['log-level'] ?? 'info',
     cpuProf: values['cpu-prof'],
@@ -214,18 +209,12 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
   const info = machine();
   const pinned = opts.pin && hasTaskset() && info.nproc >= 2 && pinSelf('1');
   const gwCpus = pinned ? '0' : null;
-  const cleanups: (() => Promise<void>)[] = [];
-  const stopAll = async () => {
-    for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
-  };
-  const onSignal = () => void stopAll().then(() => process.exit(130));
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
+  const cleanups = cleanupsOnExit();
   let startWaygate = (cpus: string | null, nodeArgs: string[] = []) =>
     startServer({ entry: opts.entry === 'dist' ? 'dist' : 'tsx', databaseUrl: opts.database, logLevel: opts.logLevel, cpus, nodeArgs });
   if (opts.entry === 'build' && opts.targets.includes('waygate')) {
     const built = await transpileSources();
-    cleanups.push(async () => built.remove());
+    cleanups.add(async () => built.remove());
     startWaygate = (cpus, nodeArgs = []) =>
       startServer({ entry: 'tsx', mainFile: built.main, databaseUrl: opts.database, logLevel: opts.logLevel, cpus, nodeArgs });
   }
@@ -244,13 +233,13 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
   const foreign = { rounds: [] as number[], all: Number.NaN };
   try {
     const upstream = await startUpstream({ cpus: pinned ? '1' : null, chunks: opts.chunks, holdChunkMs: opts.holdChunkMs });
-    cleanups.push(() => upstream.stop());
+    cleanups.add(() => upstream.stop());
     write(`fake upstream pid ${upstream.pid} on ${upstream.baseUrl} (${opts.chunks} content chunks per stream)`);
     gateways.push(gateway('direct', '127.0.0.1', upstream.port, null, '/v1', { authorization: 'Bearer sk-bench-not-a-key' }, UPSTREAM_MODEL));
 
     if (opts.targets.includes('proxy')) {
       const proxy = await startProxy({ cpus: gwCpus, upstreamOrigin: new URL(upstream.baseUrl).origin });
-      cleanups.push(() => proxy.stop());
+      cleanups.add(() => proxy.stop());
       write(`bare proxy (node:http + undici, no processing) pid ${proxy.pid} on http://127.0.0.1:${proxy.port}`);
       gateways.push(gateway('bare proxy', '127.0.0.1', proxy.port, proxy.pid, '/v1', { authorization: 'Bearer sk-bench-not-a-key' }, UPSTREAM_MODEL));
     }
@@ -258,7 +247,7 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
     if (opts.targets.includes('waygate')) {
       const nodeArgs = opts.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(opts.cpuProf)}`] : [];
       const server = await startWaygate(gwCpus, nodeArgs);
-      cleanups.push(() => server.stop());
+      cleanups.add(() => server.stop());
       const why = await setupWaygate(server, upstream);
       if (why) {
         skipped.push(`Waygate skipped: ${why}`);
@@ -278,7 +267,7 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
         write(skipped.at(-1));
       } else {
         const server = await startPortkey({ cpus: gwCpus });
-        cleanups.push(() => server.stop());
+        cleanups.add(() => server.stop());
         portkey = server;
         write(`Portkey gateway 1.15.2 pid ${server.pid} on ${server.baseUrl} (custom host ${upstream.baseUrl})`);
         gateways.push(gateway('Portkey', server.host, server.port, server.pid, '/v1', server.headersFor(upstream.baseUrl), UPSTREAM_MODEL));
@@ -383,9 +372,7 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
       serverErrors.push(...memory.errors);
     }
   } finally {
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
-    await stopAll();
+    await cleanups.run();
   }
 
   report(opts, gateways, results, skipped, memory);

@@ -58,7 +58,7 @@ export function requestJson(
 }
 
 /** Logs in as the admin (POST /api/auth/login); the authorization header for the dashboard API, or why not. */
-export async function adminLogin(server: BenchServer): Promise<{ authorization: string } | string> {
+async function adminLogin(server: BenchServer): Promise<{ authorization: string } | string> {
   const login = await requestJson(server.host, server.port, 'POST', '/api/auth/login', {}, { email: server.adminEmail, password: server.adminPassword });
   const jwt = (login.body as { token?: string } | undefined)?.token;
   if (login.status !== 200 || !jwt) return `login failed: ${login.status} ${login.text.slice(0, 200)}`;
@@ -74,7 +74,7 @@ export interface ModelSpec {
 }
 
 /** The price every benchmark model gets, so that metering computes a cost. */
-export const BENCH_PRICING = { inputPer1M: 0.15, outputPer1M: 0.6, currency: 'USD' };
+const BENCH_PRICING = { inputPer1M: 0.15, outputPer1M: 0.6, currency: 'USD' };
 
 /**
  * Logs in as the admin and registers the models as `openai-compatible` on the upstream at `upstreamBaseUrl`
