@@ -11,6 +11,7 @@ import type { ModelGuardrails, ModelRecord } from '../models/store.js';
 import { validateExtraCategories } from './moderation.js';
 import { CONFIG_SCHEMAS, GUARDRAIL_KEY_PATTERN } from './schemas.js';
 import type { FailMode, GuardrailAction, GuardrailRecord, GuardrailStore, GuardrailTarget, GuardrailType } from './store.js';
+import { ProjectCache } from '../../platform/project-cache.js';
 
 export interface GuardrailInput {
   key: string;
@@ -27,8 +28,6 @@ export interface GuardrailInput {
 export type GuardrailPatch = Partial<Omit<GuardrailInput, 'key' | 'type'>>;
 
 const CHANGED_TOPIC = 'guardrails.changed';
-const CACHE_TTL_MS = 30_000;
-const CACHE_MAX_PROJECTS = 10_000;
 const configValidators = Object.fromEntries(Object.entries(CONFIG_SCHEMAS).map(([type, schema]) => [type, compileBodyValidator(schema)])) as Record<GuardrailType, ReturnType<typeof compileBodyValidator>>;
 const GUARDRAIL_KEY = new RegExp(GUARDRAIL_KEY_PATTERN);
 
@@ -50,17 +49,19 @@ export function usesJudge(guardrail: GuardrailRecord): boolean {
  * links with models: the guardrails a model names, and the models guardrails ask as judges.
  */
 export class GuardrailService {
-  private readonly cache = new Map<string, { guardrails: Map<string, GuardrailRecord>; until: number }>();
+  private readonly cache: ProjectCache<Map<string, GuardrailRecord>>;
 
   constructor(
     private readonly store: GuardrailStore,
     private readonly models: ModelService,
-    private readonly bus: Bus,
-    private readonly log: Logger,
-  ) {}
+    bus: Bus,
+    log: Logger,
+  ) {
+    this.cache = new ProjectCache(bus, CHANGED_TOPIC, (scope) => this.loadGuardrails(scope), log);
+  }
 
   async start(): Promise<void> {
-    await this.bus.subscribe(CHANGED_TOPIC, (projectKey) => this.cache.delete(projectKey));
+    await this.cache.start();
   }
 
   list(scope: ProjectScope): Promise<GuardrailRecord[]> {
@@ -198,22 +199,16 @@ export class GuardrailService {
     return { input: pick(model.guardrails.input), output: pick(model.guardrails.output) };
   }
 
-  private async projectGuardrails(scope: ProjectScope): Promise<Map<string, GuardrailRecord>> {
-    const cacheKey = `${scope.tenantId}:${scope.projectId}`;
-    const hit = this.cache.get(cacheKey);
-    const now = Date.now();
-    if (hit && hit.until > now) return hit.guardrails;
-    const guardrails = new Map((await this.store.list(scope)).map((g) => [g.key, g]));
-    if (!this.cache.has(cacheKey) && this.cache.size >= CACHE_MAX_PROJECTS) this.cache.delete(this.cache.keys().next().value!);
-    this.cache.set(cacheKey, { guardrails, until: now + CACHE_TTL_MS });
-    return guardrails;
+  private async loadGuardrails(scope: ProjectScope): Promise<Map<string, GuardrailRecord>> {
+    return new Map((await this.store.list(scope)).map((g) => [g.key, g]));
   }
 
-  private async changed(scope: ProjectScope): Promise<void> {
-    const cacheKey = `${scope.tenantId}:${scope.projectId}`;
-    this.cache.delete(cacheKey);
-    // Best effort: without the notice other instances still reload when their cached copy expires.
-    await this.bus.publish(CHANGED_TOPIC, cacheKey).catch((err: unknown) => this.log.warn({ err }, 'could not announce a guardrail change'));
+  private projectGuardrails(scope: ProjectScope): Promise<Map<string, GuardrailRecord>> {
+    return this.cache.get(scope);
+  }
+
+  private changed(scope: ProjectScope): Promise<void> {
+    return this.cache.changed(scope);
   }
 }
 

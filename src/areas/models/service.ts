@@ -7,13 +7,12 @@ import type { SecretBox } from '../../platform/secrets.js';
 import { LOCAL_CHAT_MODEL, LOCAL_EMBED_MODEL } from '../../providers/local.js';
 import type { Capability, MockOptions, ModelTarget, ProviderType } from '../../providers/types.js';
 import type { ModelGuardrails, ModelRecord, ModelStore, Pricing, ProviderSettings } from './store.js';
+import { ProjectCache } from '../../platform/project-cache.js';
 
 export const MODEL_KEY_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$';
 const MODEL_KEY = new RegExp(MODEL_KEY_PATTERN);
 const CHANGED_TOPIC = 'models.changed';
 /** A project's models are remembered this long; changes clear them at once on every instance through the bus. */
-const CACHE_TTL_MS = 30_000;
-const CACHE_MAX_PROJECTS = 10_000;
 
 export interface ProviderInput {
   type: ProviderType;
@@ -113,18 +112,20 @@ export interface GuardrailLinks {
 
 /** The model registry of each project, plus the built-in local models; cached for the request path. */
 export class ModelService {
-  private readonly cache = new Map<string, { models: Map<string, ResolvedModel>; until: number }>();
+  private readonly cache: ProjectCache<Map<string, ResolvedModel>>;
 
   constructor(
     private readonly store: ModelStore,
     private readonly secrets: SecretBox,
-    private readonly bus: Bus,
+    bus: Bus,
     private readonly localModels: boolean,
     private readonly guardrails: GuardrailLinks,
-  ) {}
+  ) {
+    this.cache = new ProjectCache(bus, CHANGED_TOPIC, (scope) => this.loadModels(scope));
+  }
 
   async start(): Promise<void> {
-    await this.bus.subscribe(CHANGED_TOPIC, (projectKey) => this.cache.delete(projectKey));
+    await this.cache.start();
   }
 
   private builtIns(scope: ProjectScope): ModelRecord[] {
@@ -272,23 +273,18 @@ export class ModelService {
   }
 
   /** The project's models, decrypted once per load rather than on every call. */
-  private async projectModels(scope: ProjectScope): Promise<Map<string, ResolvedModel>> {
-    const cacheKey = `${scope.tenantId}:${scope.projectId}`;
-    const hit = this.cache.get(cacheKey);
-    const now = Date.now();
-    if (hit && hit.until > now) return hit.models;
+  private async loadModels(scope: ProjectScope): Promise<Map<string, ResolvedModel>> {
     const models = new Map<string, ResolvedModel>();
     for (const record of [...this.builtIns(scope), ...(await this.store.list(scope))]) models.set(record.key, { record, target: this.targetOf(record) });
-    if (!this.cache.has(cacheKey) && this.cache.size >= CACHE_MAX_PROJECTS) this.cache.delete(this.cache.keys().next().value!);
-    this.cache.set(cacheKey, { models, until: now + CACHE_TTL_MS });
     return models;
   }
 
-  private async changed(scope: ProjectScope): Promise<void> {
-    const cacheKey = `${scope.tenantId}:${scope.projectId}`;
-    this.cache.delete(cacheKey);
-    // Best effort: without the notice other instances still reload when their cached copy expires.
-    await this.bus.publish(CHANGED_TOPIC, cacheKey).catch(() => undefined);
+  private projectModels(scope: ProjectScope): Promise<Map<string, ResolvedModel>> {
+    return this.cache.get(scope);
+  }
+
+  private changed(scope: ProjectScope): Promise<void> {
+    return this.cache.changed(scope);
   }
 }
 

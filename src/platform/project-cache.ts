@@ -1,0 +1,49 @@
+import type { Logger } from 'pino';
+import type { ProjectScope } from '../http/principal.js';
+import type { Bus } from './bus.js';
+
+const TTL_MS = 30_000;
+const MAX_PROJECTS = 10_000;
+
+/**
+ * Something of each project that the request path reads (its models, its guardrails), loaded from the database at
+ * most once per 30 s. A change is announced on the bus, so that every instance drops its copy at once; should the
+ * notice be lost, the copy expires anyway. At most 10,000 projects are held; the first loaded goes first.
+ */
+export class ProjectCache<T> {
+  private readonly entries = new Map<string, { value: T; until: number }>();
+
+  /** `log`: where a failed announcement is reported (it is best effort either way). */
+  constructor(
+    private readonly bus: Bus,
+    private readonly topic: string,
+    private readonly load: (scope: ProjectScope) => Promise<T>,
+    private readonly log?: Logger,
+  ) {}
+
+  start(): Promise<void> {
+    return this.bus.subscribe(this.topic, (projectKey) => this.entries.delete(projectKey));
+  }
+
+  async get(scope: ProjectScope): Promise<T> {
+    const key = projectKey(scope);
+    const hit = this.entries.get(key);
+    const now = Date.now();
+    if (hit && hit.until > now) return hit.value;
+    const value = await this.load(scope);
+    if (!this.entries.has(key) && this.entries.size >= MAX_PROJECTS) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(key, { value, until: now + TTL_MS });
+    return value;
+  }
+
+  /** Drops this instance's copy and tells the others to drop theirs. */
+  async changed(scope: ProjectScope): Promise<void> {
+    const key = projectKey(scope);
+    this.entries.delete(key);
+    await this.bus.publish(this.topic, key).catch((err: unknown) => this.log?.warn({ err, topic: this.topic }, 'could not announce a change'));
+  }
+}
+
+function projectKey(scope: ProjectScope): string {
+  return `${scope.tenantId}:${scope.projectId}`;
+}
