@@ -133,7 +133,7 @@ export class AgentRunner {
   private async guard(caller: Caller, agent: AgentRecord, key: string | null, stage: 'input' | 'output', texts: string[]): Promise<string[]> {
     if (!key) return texts;
     // Deletion of a guardrail an agent names is not refused (agents live in the client API): fail closed instead.
-    const guardrail = await this.guardrails.get(caller.scope, key).catch(() => null);
+    const guardrail = await this.guardrails.find(caller.scope, key);
     if (!guardrail) throw ERRORS.guardrailMissing(agent.key, key);
     if (!guardrail.enabled) return texts;
     const context = { scope: caller.scope, requestId: caller.requestId, stage, model: `agent:${agent.key}`, judge: this.inference.judge(caller) };

@@ -274,7 +274,7 @@ export class AgentService {
     for (const [field, stage] of [['inputGuardrailKey', 'input'], ['outputGuardrailKey', 'output']] as const) {
       const key = config[field];
       if (!key) continue;
-      const guardrail = await this.guardrails.get(scope, key).catch(() => null);
+      const guardrail = await this.guardrails.find(scope, key);
       if (!guardrail) throw ERRORS.validation(`config.${field}: guardrail "${key}" does not exist in this project`);
       if (guardrail.target !== 'both' && guardrail.target !== stage) throw ERRORS.validation(`config.${field}: guardrail "${key}" targets ${guardrail.target} only`);
     }

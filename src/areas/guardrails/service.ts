@@ -70,9 +70,14 @@ export class GuardrailService {
 
   /** Another project's guardrail is a 404 like a missing one. */
   async get(scope: ProjectScope, key: string): Promise<GuardrailRecord> {
-    const guardrail = (await this.projectGuardrails(scope)).get(key);
+    const guardrail = await this.find(scope, key);
     if (!guardrail) throw ERRORS.notFound('Guardrail', key);
     return guardrail;
+  }
+
+  /** The project's guardrail, or null (another project's too). */
+  async find(scope: ProjectScope, key: string): Promise<GuardrailRecord | null> {
+    return (await this.projectGuardrails(scope)).get(key) ?? null;
   }
 
   async create(scope: ProjectScope, input: GuardrailInput): Promise<GuardrailRecord> {
