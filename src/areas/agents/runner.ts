@@ -1,6 +1,5 @@
 import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
-import { timeOrderedId } from '../../platform/ids.js';
 import type { UpstreamClient } from '../../providers/http.js';
 import { estimateChatInput, estimateTokens } from '../../providers/tokens.js';
 import type { JsonObject } from '../../providers/types.js';
@@ -190,13 +189,7 @@ export class AgentRunner {
   }
 
   private meter(caller: Caller, agent: AgentRecord, protocol: string, endpoint: string, usage: { inputTokens: number; outputTokens: number } | null, status: number, ms: number): void {
-    const now = Date.now();
-    this.usage.record({
-      id: timeOrderedId('use', now),
-      tenantId: caller.scope.tenantId,
-      projectId: caller.scope.projectId,
-      tokenId: caller.tokenId,
-      userId: caller.userId,
+    this.usage.recordCall(caller, {
       model: `agent:${agent.key}`,
       provider: protocol,
       service: 'agents',
@@ -205,13 +198,9 @@ export class AgentRunner {
       outputTokens: usage?.outputTokens ?? 0,
       cost: 0,
       currency: 'USD',
-      latencyMs: performance.now() - caller.startedAt,
       upstreamLatencyMs: ms,
       status,
-      requestId: caller.requestId,
-      sessionId: caller.sessionId,
       streamed: false,
-      createdAt: now,
     });
   }
 }

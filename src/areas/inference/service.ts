@@ -2,7 +2,6 @@ import type { Logger } from 'pino';
 import { AppError, ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import { DependencyUnavailableError } from '../../platform/errors.js';
-import { timeOrderedId } from '../../platform/ids.js';
 import { unixSeconds } from '../../platform/time.js';
 import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
@@ -224,13 +223,7 @@ export class InferenceService {
   private meter(caller: Caller, model: ResolvedModel, endpoint: string, service: string, usage: Usage | null, status: number, upstreamMs: number, streamed: boolean): void {
     const input = usage?.inputTokens ?? 0;
     const output = usage?.outputTokens ?? 0;
-    const now = Date.now();
-    this.usage.record({
-      id: timeOrderedId('use', now),
-      tenantId: caller.scope.tenantId,
-      projectId: caller.scope.projectId,
-      tokenId: caller.tokenId,
-      userId: caller.userId,
+    this.usage.recordCall(caller, {
       model: model.record.key,
       provider: model.record.provider.type,
       service: caller.service ?? service,
@@ -239,13 +232,9 @@ export class InferenceService {
       outputTokens: output,
       cost: costOf(model.record.pricing, input, output),
       currency: model.record.pricing?.currency ?? 'USD',
-      latencyMs: performance.now() - caller.startedAt,
       upstreamLatencyMs: upstreamMs,
       status,
-      requestId: caller.requestId,
-      sessionId: caller.sessionId,
       streamed,
-      createdAt: now,
     });
   }
 

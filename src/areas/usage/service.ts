@@ -1,6 +1,25 @@
 import type { Logger } from 'pino';
+import type { ProjectScope } from '../../http/principal.js';
 import { BufferedWriter } from '../../platform/buffered-writer.js';
+import { timeOrderedId } from '../../platform/ids.js';
 import type { UsageEvent, UsageScope, UsageStore } from './store.js';
+
+/** Who made a call and when it started: what every usage event takes from the request. */
+export interface MeteredCaller {
+  scope: ProjectScope;
+  tokenId: string | null;
+  userId: string | null;
+  requestId: string;
+  sessionId: string | null;
+  /** performance.now() when the request arrived: the event's latency runs from it. */
+  startedAt: number;
+}
+
+/** What a call itself adds to its usage event. */
+export type CallUsage = Pick<
+  UsageEvent,
+  'model' | 'provider' | 'service' | 'endpoint' | 'inputTokens' | 'outputTokens' | 'cost' | 'currency' | 'upstreamLatencyMs' | 'status' | 'streamed'
+>;
 
 /** Usage metering: one event per model call, buffered and written in batches off the request path. */
 export class UsageService {
@@ -18,6 +37,23 @@ export class UsageService {
 
   record(event: UsageEvent): void {
     this.writer.push(event);
+  }
+
+  /** One model call, ending now, of the caller's request. */
+  recordCall(caller: MeteredCaller, call: CallUsage): void {
+    const now = Date.now();
+    this.record({
+      id: timeOrderedId('use', now),
+      tenantId: caller.scope.tenantId,
+      projectId: caller.scope.projectId,
+      tokenId: caller.tokenId,
+      userId: caller.userId,
+      ...call,
+      latencyMs: performance.now() - caller.startedAt,
+      requestId: caller.requestId,
+      sessionId: caller.sessionId,
+      createdAt: now,
+    });
   }
 
   flush(): Promise<void> {
