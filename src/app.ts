@@ -22,7 +22,7 @@ import { registerAuditHook } from './http/audit-hook.js';
 import { registerJsonParser, rejectNulInUrls } from './http/body.js';
 import { frameworkErrorHandler, registerErrorHandling } from './http/error-handler.js';
 import { registerRequestId, requestIdFromHeaders } from './http/request-id.js';
-import { validatorCompiler } from './http/validation.js';
+import { serializerCompiler, validatorCompiler } from './http/validation.js';
 
 /** Trust the nearest `hops` proxies (each hop is an X-Forwarded-For entry). */
 function trustHops(hops: number): (address: string, hop: number) => boolean {
@@ -43,6 +43,7 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
     frameworkErrors: frameworkErrorHandler,
   }) as unknown as FastifyInstance;
   app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
   app.decorateRequest('requestId', '');
   app.decorateRequest('principal', null);
   app.decorateRequest('auditResource', null);
