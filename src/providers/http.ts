@@ -1,6 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LookupFunction } from 'node:net';
-import { Agent } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
+// The Agent module alone, not undici's index: the index also loads fetch, WebSocket, caches and mocks, about 3 MB of
+// heap that a gateway never uses. The version is pinned, and test/providers/http.test.ts covers this client.
+import AgentClass from 'undici/lib/dispatcher/agent.js';
 import { openAiErrorBody, UpstreamError } from './errors.js';
 
 export interface UpstreamSettings {
@@ -45,8 +48,7 @@ function connectionError(err: unknown, signal: AbortSignal): UpstreamError {
   return new UpstreamError('connection', `Upstream connection failed: ${code || message}`);
 }
 
-function retryAfterMs(header: string | string[] | undefined): number | undefined {
-  const value = Array.isArray(header) ? header[0] : header;
+function retryAfterMs(value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const seconds = Number(value);
   if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
@@ -74,7 +76,7 @@ export class UpstreamClient {
   private readonly agent: Agent;
 
   constructor(private readonly settings: UpstreamSettings) {
-    this.agent = new Agent({
+    this.agent = new AgentClass({
       keepAliveTimeout: 30_000,
       // No cap on connections per upstream: a cap would queue long streams behind each other.
       connect: { timeout: settings.connectTimeoutMs, ...(settings.lookup ? { lookup: settings.lookup } : {}) },
@@ -86,34 +88,29 @@ export class UpstreamClient {
 
   /** POSTs JSON and reads the whole answer; non-2xx answers become UpstreamError (after retries). */
   async postJson(request: UpstreamRequest): Promise<UpstreamResponse & { text: string }> {
-    return this.withRetries(request, async (response) => ({ text: await response.body.text() }));
+    const exchange = await this.withRetries(request, false);
+    return { ms: exchange.ms, text: exchange.text() };
   }
 
-  /** POSTs JSON and hands back the body stream once a 2xx status arrived; its failures are UpstreamErrors too. */
+  /** POSTs JSON and hands back the body once a 2xx status arrived; its failures are UpstreamErrors too. */
   async postStream(request: UpstreamRequest): Promise<UpstreamResponse & { body: AsyncIterable<Buffer> }> {
-    return this.withRetries(request, async (response) => ({ body: guarded(response.body as AsyncIterable<Buffer>, request.signal) }));
+    const exchange = await this.withRetries(request, true);
+    return { ms: exchange.ms, body: exchange.chunks() };
   }
 
-  private async withRetries<T>(request: UpstreamRequest, onSuccess: (response: Awaited<ReturnType<Agent['request']>>) => Promise<T>): Promise<UpstreamResponse & T> {
+  private async withRetries(request: UpstreamRequest, streaming: boolean): Promise<Exchange> {
     const url = parseUrl(request.url);
+    const headers = { 'content-type': 'application/json', ...request.headers };
     for (let attempt = 0; ; attempt++) {
-      const started = performance.now();
+      const exchange = new Exchange(request.signal, streaming);
       let failure: UpstreamError;
       try {
-        const response = await this.agent.request({
-          origin: url.origin,
-          path: url.path,
-          method: 'POST',
-          headers: { 'content-type': 'application/json', ...request.headers },
-          body: request.body,
-          signal: request.signal,
-        });
-        const ms = performance.now() - started;
-        if (response.statusCode >= 200 && response.statusCode < 300) return { ms, ...(await onSuccess(response)) };
-        const text = await response.body.text();
-        failure = new UpstreamError('http', `Upstream answered ${response.statusCode}`, response.statusCode, openAiErrorBody(response.statusCode, safeParse(text), text), retryAfterMs(response.headers['retry-after']));
+        this.agent.dispatch({ origin: url.origin, path: url.path, method: 'POST', headers, body: request.body }, exchange);
+        await exchange.answered;
+        if (exchange.status >= 200 && exchange.status < 300) return exchange;
+        const text = exchange.text();
+        failure = new UpstreamError('http', `Upstream answered ${exchange.status}`, exchange.status, openAiErrorBody(exchange.status, safeParse(text), text), retryAfterMs(exchange.retryAfter));
       } catch (err) {
-        if (err instanceof UpstreamError) throw err;
         failure = connectionError(err, request.signal);
       }
       if (!failure.retryable || attempt >= this.settings.retries) throw failure;
@@ -132,13 +129,136 @@ export class UpstreamClient {
   }
 }
 
-/** A body whose read errors (a timeout, a reset socket) surface as UpstreamErrors, like failures before it. */
-async function* guarded(body: AsyncIterable<Buffer>, signal: AbortSignal): AsyncGenerator<Buffer> {
-  try {
-    for await (const chunk of body) yield chunk;
-  } catch (err) {
-    throw err instanceof UpstreamError ? err : connectionError(err, signal);
+/** Chunks a stream holds before the upstream socket is paused (its reader is slower than the upstream). */
+const STREAM_HIGH_WATER_CHUNKS = 16;
+const RETRY_AFTER = 'retry-after';
+
+/**
+ * One attempt of an upstream call, as an undici dispatch handler. It stands in for undici's `request()`, which wraps
+ * every answer in a Readable stream and an async resource: a JSON answer is collected as buffers, and a stream's
+ * chunks are handed to one reader, with the socket paused while that reader is behind.
+ * `answered` resolves when a JSON answer (or any non-2xx answer) is complete, or when a 2xx stream's headers arrive;
+ * it rejects with undici's error (a timeout, a reset, the client going away) before that.
+ */
+class Exchange implements Dispatcher.DispatchHandler {
+  status = 0;
+  /** Milliseconds from dispatch to the response headers. */
+  ms = 0;
+  retryAfter: string | undefined;
+  readonly answered: Promise<void>;
+  private readonly started = performance.now();
+  private settle!: (error?: Error) => void;
+  private abortRequest: ((reason: Error) => void) | null = null;
+  private stopReason: Error | null = null;
+  private buffered: Buffer[] = [];
+  private streamingBody = false;
+  private ended = false;
+  private failure: Error | null = null;
+  private resumeSocket: (() => void) | null = null;
+  private wake: (() => void) | null = null;
+
+  constructor(private readonly signal: AbortSignal, private readonly streaming: boolean) {
+    this.answered = new Promise<void>((resolve, reject) => {
+      this.settle = (error) => (error ? reject(error) : resolve());
+    });
+    if (signal.aborted) this.stopReason = new Error('The client went away');
+    else signal.addEventListener('abort', this.onAbort);
   }
+
+  private readonly onAbort = (): void => this.stop(new Error('The client went away'));
+
+  /** Ends the exchange from Waygate's side (the client went away, or the reader stopped early). */
+  private stop(reason: Error): void {
+    if (this.ended) return;
+    if (this.abortRequest) this.abortRequest(reason);
+    else this.stopReason = reason;
+  }
+
+  private finish(): void {
+    this.ended = true;
+    this.signal.removeEventListener('abort', this.onAbort);
+  }
+
+  onConnect(abort: (reason?: Error) => void): void {
+    if (this.stopReason) abort(this.stopReason);
+    else this.abortRequest = abort as (reason: Error) => void;
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    if (statusCode < 200) return true;
+    this.status = statusCode;
+    this.ms = performance.now() - this.started;
+    if (statusCode >= 300) this.retryAfter = headerValue(rawHeaders, RETRY_AFTER);
+    else if (this.streaming) {
+      this.streamingBody = true;
+      this.resumeSocket = resume;
+      this.settle();
+    }
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    this.buffered.push(chunk);
+    if (!this.streamingBody) return true;
+    this.wakeReader();
+    return this.buffered.length < STREAM_HIGH_WATER_CHUNKS;
+  }
+
+  onComplete(): void {
+    this.finish();
+    if (this.streamingBody) this.wakeReader();
+    else this.settle();
+  }
+
+  onError(error: Error): void {
+    this.finish();
+    this.failure = error;
+    if (this.streamingBody) this.wakeReader();
+    else this.settle(error);
+  }
+
+  /** The whole body of a completed answer. */
+  text(): string {
+    const body = this.buffered.length === 1 ? this.buffered[0]!.toString('utf8') : Buffer.concat(this.buffered).toString('utf8');
+    this.buffered = [];
+    return body;
+  }
+
+  /** A 2xx stream's body for its one reader; a reader that stops early ends the upstream request. */
+  async *chunks(): AsyncGenerator<Buffer> {
+    try {
+      for (;;) {
+        if (this.buffered.length > 0) {
+          const chunk = this.buffered.shift()!;
+          if (this.buffered.length === 0) this.resumeSocket?.();
+          yield chunk;
+        } else if (this.failure) {
+          throw connectionError(this.failure, this.signal);
+        } else if (this.ended) {
+          return;
+        } else {
+          await new Promise<void>((resolve) => (this.wake = resolve));
+        }
+      }
+    } finally {
+      this.stop(new Error('The stream reader stopped'));
+    }
+  }
+
+  private wakeReader(): void {
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+}
+
+/** A header of undici's raw list (name, value, name, value, ...) by its lower-case name. */
+function headerValue(rawHeaders: Buffer[], name: string): string | undefined {
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const key = rawHeaders[i]!;
+    if (key.length === name.length && key.toString('latin1').toLowerCase() === name) return rawHeaders[i + 1]!.toString('latin1');
+  }
+  return undefined;
 }
 
 function backoff(attempt: number): number {

@@ -35,6 +35,8 @@
  *   regression set written alongside the lexicon, not an independent benchmark.
  */
 
+import { lazy } from '../../platform/lazy.js';
+
 export const MODERATION_CATEGORIES = [
   'harassment',
   'harassment/threatening',
@@ -1164,26 +1166,41 @@ const MINOR_WINDOW = 12;
 const NEGATION_DAMPING = 0.15;
 const NEGATORS = new Set(['not', 'never', 'dont', 'doesnt', 'didnt', 'wont', 'wouldnt', 'cant', 'cannot', 'couldnt', 'shouldnt', 'isnt', 'arent', 'wasnt', 'no', 'nobody', 'neither', 'nor']);
 
-const RULE_SET = new PhraseSet<Rule>(
-  RULES.map(([p, weights, negatable]) => [p, { weights, negatable }] as const),
-  SETS,
-);
-const SUPPRESSORS = new PhraseSet<null>(
-  SUPPRESS.map((p) => [p, null] as const),
-  SETS,
-);
-const CUE_SET = new PhraseSet<CueKind>(
-  (Object.entries(CUES) as [CueKind, string[]][]).flatMap(([kind, phrases]) => phrases.map((p) => [p, kind] as const)),
-  SETS,
-);
-const MINOR_CUES = new PhraseSet<null>(
-  [
-    'child', 'children', 'kid', 'kids', 'minor', 'minors', 'underage', 'preteen', 'preteens', 'schoolgirl', 'schoolgirls',
-    'schoolboy', 'toddler', 'little girl|girls|boy|boys', 'young girl|girls|boy|boys', 'middle schooler|schoolers', 'elementary',
-    'teen', 'teens', 'teenage', '@MINOR_AGE year|years|yr|yrs [old|olds]', 'loli', 'lolita', 'pedo', 'pedophile', 'paedophile',
-    'grade schooler', 'niece', 'nephew', 'stepdaughter', 'stepson',
-  ].map((p) => [p, null] as const),
-  SETS,
+interface Lexicon {
+  rules: PhraseSet<Rule>;
+  suppressors: PhraseSet<null>;
+  cues: PhraseSet<CueKind>;
+  minorCues: PhraseSet<null>;
+}
+
+/**
+ * The phrase sets are built on the first moderation check, not when the module loads: a gateway that never
+ * moderates does not keep them (about 5 MB of resident memory with the regular-expression and Unicode code it runs).
+ */
+const lexicon = lazy(
+  (): Lexicon => ({
+    rules: new PhraseSet<Rule>(
+      RULES.map(([p, weights, negatable]) => [p, { weights, negatable }] as const),
+      SETS,
+    ),
+    suppressors: new PhraseSet<null>(
+      SUPPRESS.map((p) => [p, null] as const),
+      SETS,
+    ),
+    cues: new PhraseSet<CueKind>(
+      (Object.entries(CUES) as [CueKind, string[]][]).flatMap(([kind, phrases]) => phrases.map((p) => [p, kind] as const)),
+      SETS,
+    ),
+    minorCues: new PhraseSet<null>(
+      [
+        'child', 'children', 'kid', 'kids', 'minor', 'minors', 'underage', 'preteen', 'preteens', 'schoolgirl', 'schoolgirls',
+        'schoolboy', 'toddler', 'little girl|girls|boy|boys', 'young girl|girls|boy|boys', 'middle schooler|schoolers', 'elementary',
+        'teen', 'teens', 'teenage', '@MINOR_AGE year|years|yr|yrs [old|olds]', 'loli', 'lolita', 'pedo', 'pedophile', 'paedophile',
+        'grade schooler', 'niece', 'nephew', 'stepdaughter', 'stepson',
+      ].map((p) => [p, null] as const),
+      SETS,
+    ),
+  }),
 );
 
 // ---------------------------------------------------------------- scoring
@@ -1206,13 +1223,14 @@ function isNegated(ts: TokenStream, start: number, end: number): boolean {
 /** Scores of every built-in category (no threshold), parents lifted by their sub-categories. */
 function scoreBuiltIn(ts: TokenStream): Map<ModerationCategory, Scored> {
   const n = ts.tok.length;
-  const hits = RULE_SET.find(ts);
+  const sets = lexicon();
+  const hits = sets.rules.find(ts);
   const out = new Map<ModerationCategory, Scored>();
   if (hits.length === 0) return out;
 
-  const suppressed = new Marks(n, SUPPRESSORS.find(ts).map((h) => [h.start, h.end] as const));
+  const suppressed = new Marks(n, sets.suppressors.find(ts).map((h) => [h.start, h.end] as const));
   const cueSpans = new Map<CueKind, [number, number][]>();
-  for (const cue of CUE_SET.find(ts)) {
+  for (const cue of sets.cues.find(ts)) {
     const list = cueSpans.get(cue.phrase.meta) ?? [];
     list.push([cue.start, cue.end]);
     cueSpans.set(cue.phrase.meta, list);
@@ -1254,7 +1272,7 @@ function scoreBuiltIn(ts: TokenStream): Map<ModerationCategory, Scored> {
     // Sexual content near a minor cue is sexual/minors.
     const sexual = weights.sexual;
     if (sexual !== undefined) {
-      minorCues ??= new Marks(n, MINOR_CUES.find(ts).map((h) => [h.start, h.end] as const));
+      minorCues ??= new Marks(n, sets.minorCues.find(ts).map((h) => [h.start, h.end] as const));
       if (minorCues.has(hit.start - MINOR_WINDOW, hit.end + MINOR_WINDOW)) {
         record('sexual/minors', hit.phrase.id, hit.start, hit.end, sexual * negation * damping('sexual/minors', hit.start, hit.end));
       }

@@ -34,6 +34,7 @@
 import { randomBytes } from 'node:crypto';
 import { CONFUSABLES, evidenceOf, foldLetters, Marks, PhraseSet, tokenize, type TokenStream, type WordSets } from './moderation.js';
 import { normalizeText } from './normalize.js';
+import { lazy } from '../../platform/lazy.js';
 
 export type Sensitivity = 'low' | 'balanced' | 'high';
 
@@ -342,9 +343,10 @@ rule('payload_splitting', 0.6, [
   'concatenate|combine|join|merge|assemble|glue ..3 parts|pieces|fragments|strings|words|letters|variables|them|these|segments|halves|a|x|s1|part1|following ..4 and|then ..2 follow|execute|obey|perform|act|comply|do',
 ]);
 
-const PHRASES = new PhraseSet<Rule>(RULES, SETS);
-
-const META_CUES = new PhraseSet<null>(
+/** Built on the first check, not at load: a gateway without a prompt shield does not keep them (see moderation's lexicon). */
+const phraseSets = lazy(() => ({
+  phrases: new PhraseSet<Rule>(RULES, SETS),
+  metaCues: new PhraseSet<null>(
   [
     'prompt injection|injections', 'injection attack|attacks', 'jailbreak|jailbreaking|jailbreaks attack|attacks|prompts|technique|techniques|example|examples|detection|detector|classifier|research|dataset|benchmark|model|attempts',
     'red team|teaming|teamers', 'owasp', 'llm|ai security', 'adversarial prompt|prompts|attack|attacks|examples', 'guardrail|guardrails',
@@ -353,14 +355,15 @@ const META_CUES = new PhraseSet<null>(
     'dual llm', 'spotlighting', 'chat template|format', 'what is|was|are|were the|a dan|jailbreak|jailbreaks|aim|grandma|stan prompt|prompts|exploit|attack|attacks',
     'why did|does|do ..3 work|succeed', 'llama guard', 'prompt guard', 'fine tuning|tuning', 'inyeccion de prompts', 'injection de prompt', 'prompt enjeksiyonu',
   ].map((p) => [p, null] as const),
-);
-const DEVICE_CUES = new PhraseSet<null>(
+  ),
+  deviceCues: new PhraseSet<null>(
   [
     'android', 'iphone', 'ios', 'phone', 'chrome', 'browser', 'windows', 'settings', 'extension', 'extensions', 'device', 'build number',
     'usb', 'firefox', 'xcode', 'app', 'apps', 'tv', 'console', 'router', 'bios', 'mac', 'macos', 'laptop', 'tablet', 'samsung', 'pixel',
     'developer options', 'wordpress', 'plugin', 'vs code', 'vscode', 'edge', 'safari', 'minecraft', 'game',
   ].map((p) => [p, null] as const),
-);
+  ),
+}));
 const META_WINDOW = 40;
 const DEVICE_WINDOW = 12;
 const META_DAMPING = 0.5;
@@ -562,7 +565,7 @@ function familySignal(name: Family, list: readonly { weight: number; evidence: s
 function attackIn(text: string): { family: Family; evidence: string } | null {
   const ts = tokenize(text);
   let best: { family: Family; evidence: string; weight: number } | null = null;
-  for (const hit of PHRASES.find(ts)) {
+  for (const hit of phraseSets().phrases.find(ts)) {
     const { family, weight } = hit.phrase.meta;
     if (ATTACK_FAMILIES.has(family) && weight >= 0.6 && (!best || best.weight < weight)) best = { family, weight, evidence: evidenceOf(ts, hit.start, hit.end) };
   }
@@ -574,7 +577,7 @@ function attackIn(text: string): { family: Family; evidence: string } | null {
 
 function phraseSignals(ts: TokenStream, found: Found): { meta: boolean } {
   const n = ts.tok.length;
-  const metaHits = META_CUES.find(ts);
+  const metaHits = phraseSets().metaCues.find(ts);
   // Without a cue nothing is near one (no marks to count).
   const meta = metaHits.length > 0 ? new Marks(n, metaHits.map((h) => [h.start, h.end] as const)) : undefined;
   let device: Marks | undefined;
@@ -585,12 +588,12 @@ function phraseSignals(ts: TokenStream, found: Found): { meta: boolean } {
     if (c) add(found, family, c.w, evidenceOf(ts, c.from, c.to));
     clusters.delete(family);
   };
-  for (const hit of PHRASES.find(ts)) {
+  for (const hit of phraseSets().phrases.find(ts)) {
     const { family, weight, device: deviceSensitive } = hit.phrase.meta;
     let w = weight;
     if (meta?.has(hit.start - META_WINDOW, hit.end + META_WINDOW)) w *= META_DAMPING;
     if (deviceSensitive) {
-      device ??= new Marks(n, DEVICE_CUES.find(ts).map((h) => [h.start, h.end] as const));
+      device ??= new Marks(n, phraseSets().deviceCues.find(ts).map((h) => [h.start, h.end] as const));
       if (device.has(hit.start - DEVICE_WINDOW, hit.end + DEVICE_WINDOW)) w *= DEVICE_DAMPING;
     }
     const c = clusters.get(family);
