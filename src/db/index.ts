@@ -5,6 +5,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import type Pg from 'pg';
 import type { DatabaseTarget } from '../config.js';
+import { withStatementCache } from './sqlite-statements.js';
 import type { Database, Db, Dialect } from './types.js';
 
 // Only the configured driver is loaded: the other one would just take memory.
@@ -57,7 +58,7 @@ export function openDatabase(target: DatabaseTarget, onError: (err: Error) => vo
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('synchronous = NORMAL');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   return {
     db,
     dialect: 'sqlite',

@@ -1,0 +1,69 @@
+import { createRequire } from 'node:module';
+import type BetterSqlite3 from 'better-sqlite3';
+import { Kysely, SqliteDialect, sql } from 'kysely';
+import { afterEach, describe, expect, it } from 'vitest';
+import { withStatementCache } from '../../src/db/sqlite-statements.js';
+
+const SQLite = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
+const opened: BetterSqlite3.Database[] = [];
+
+function database(): BetterSqlite3.Database {
+  const db = new SQLite(':memory:');
+  opened.push(db);
+  db.exec('create table t (n integer)');
+  return db;
+}
+
+afterEach(() => {
+  for (const db of opened.splice(0)) if (db.open) db.close();
+});
+
+describe('withStatementCache', () => {
+  it('hands out the same prepared statement for the same text', () => {
+    const cached = withStatementCache(database());
+    expect(cached.prepare('select n from t')).toBe(cached.prepare('select n from t'));
+    expect(cached.prepare('select n from t')).not.toBe(cached.prepare('select n + 1 from t'));
+  });
+
+  it('a statement still being iterated is not handed out again: the second caller gets its own', () => {
+    const db = database();
+    db.exec('insert into t values (1), (2), (3)');
+    const cached = withStatementCache(db);
+    const first = cached.prepare('select n from t');
+    const iterating = first.iterate([]);
+    iterating.next();
+    const second = cached.prepare('select n from t');
+    expect(second).not.toBe(first);
+    expect(second.all([])).toHaveLength(3);
+    expect([...iterating]).toHaveLength(2);
+  });
+
+  it('keeps at most 256 statements, dropping the least recently used', () => {
+    const cached = withStatementCache(database());
+    const kept = cached.prepare('select 0 from t');
+    for (let i = 1; i <= 300; i++) {
+      cached.prepare(`select ${i} from t`);
+      if (i % 100 === 0) cached.prepare('select 0 from t');
+    }
+    expect(cached.prepare('select 0 from t')).toBe(kept);
+    const early = cached.prepare('select 1 from t');
+    expect(cached.prepare('select 1 from t')).toBe(early);
+  });
+
+  it('runs Kysely queries, transactions and streams through the cache with the right results', async () => {
+    const db = new Kysely<{ t: { n: number } }>({ dialect: new SqliteDialect({ database: withStatementCache(database()) }) });
+    for (let i = 0; i < 3; i++) {
+      await db.transaction().execute(async (trx) => {
+        await trx.insertInto('t').values({ n: i }).execute();
+      });
+    }
+    // Kysely holds its one SQLite connection for a stream's whole iteration, so the same text runs after it.
+    const streamed: number[] = [];
+    for await (const row of db.selectFrom('t').select('n').orderBy('n').stream()) streamed.push(row.n);
+    expect(streamed).toEqual([0, 1, 2]);
+    expect((await db.selectFrom('t').select('n').orderBy('n').execute()).map((r) => r.n)).toEqual([0, 1, 2]);
+    const { rows } = await sql<{ c: number }>`select count(*) as c from t`.execute(db);
+    expect(rows[0]!.c).toBe(3);
+    await db.destroy();
+  });
+});
