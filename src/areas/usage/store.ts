@@ -48,7 +48,8 @@ function rollupsOf(events: UsageEvent[], size: number): Rollup[] {
   const byKey = new Map<string, Rollup>();
   for (const e of events) {
     const hour = Math.floor(e.createdAt / size) * size;
-    const key = JSON.stringify([e.tenantId, e.projectId, hour, e.model, e.service, e.tokenId ?? '', e.userId ?? '']);
+    // Ids and keys hold no NUL, so joining with it cannot make two attributions one key.
+    const key = `${e.tenantId}\0${e.projectId}\0${hour}\0${e.model}\0${e.service}\0${e.tokenId ?? ''}\0${e.userId ?? ''}`;
     let rollup = byKey.get(key);
     if (!rollup) {
       rollup = {
@@ -82,56 +83,82 @@ const EVENT_COLUMNS = [
   'total_tokens', 'cost', 'currency', 'latency_ms', 'upstream_latency_ms', 'status', 'request_id', 'session_id', 'streamed', 'created_at',
 ] as const;
 
-function eventValues(e: UsageEvent): unknown[] {
-  return [
-    e.id, e.tenantId, e.projectId, e.tokenId, e.userId, e.model, e.provider, e.service, e.endpoint, e.inputTokens, e.outputTokens,
-    e.inputTokens + e.outputTokens, e.cost, e.currency, e.latencyMs, e.upstreamLatencyMs, e.status, e.requestId, e.sessionId,
-    e.streamed ? 1 : 0, e.createdAt,
-  ];
+function eventValues(events: UsageEvent[]): unknown[] {
+  const values: unknown[] = [];
+  for (const e of events) {
+    values.push(
+      e.id, e.tenantId, e.projectId, e.tokenId, e.userId, e.model, e.provider, e.service, e.endpoint, e.inputTokens, e.outputTokens,
+      e.inputTokens + e.outputTokens, e.cost, e.currency, e.latencyMs, e.upstreamLatencyMs, e.status, e.requestId, e.sessionId,
+      e.streamed ? 1 : 0, e.createdAt,
+    );
+  }
+  return values;
+}
+
+/** A rollup's attribution (the conflict target, the period's column last) and its sums, in insert order. */
+const ROLLUP_KEYS = ['tenant_id', 'project_id', 'model', 'service', 'token_id', 'user_id'] as const;
+const ROLLUP_SUMS = ['requests', 'errors', 'input_tokens', 'output_tokens', 'cost', 'latency_ms', 'upstream_latency_ms'] as const;
+
+function rollupValues(rollups: Rollup[]): unknown[] {
+  const values: unknown[] = [];
+  for (const r of rollups) {
+    values.push(r.tenant_id, r.project_id, r.model, r.service, r.token_id, r.user_id, r.hour);
+    values.push(r.requests, r.errors, r.input_tokens, r.output_tokens, r.cost, r.latency_ms, r.upstream_latency_ms);
+  }
+  return values;
+}
+
+/** `(?, ?, ...)` or `($1, $2, ...)` for `rows` rows of `columns` values. */
+function placeholders(dialect: Dialect, rows: number, columns: number): string {
+  let n = 0;
+  const row = () => `(${Array.from({ length: columns }, () => (dialect === 'postgres' ? `$${++n}` : '?')).join(', ')})`;
+  return Array.from({ length: rows }, row).join(', ');
 }
 
 export class UsageStore {
-  /** Insert statements by row count: Kysely's builder costs more than the write itself at thousands of calls a second. */
-  private readonly insertStatements = new Map<number, string>();
+  /**
+   * Statement texts by table and row count (at most 50 rows a write: the buffered writer's slices): Kysely's builder costs more than the write itself at thousands of calls
+   * a second, and an unchanged text lets SQLite reuse its prepared statement.
+   */
+  private readonly statements = new Map<string, string>();
 
   constructor(private readonly db: Db, private readonly dialect: Dialect, private readonly transaction: Transactor) {}
 
-  private insertStatement(rows: number): string {
-    let text = this.insertStatements.get(rows);
+  private statement(name: string, rows: number, build: () => string): string {
+    const key = `${name}:${rows}`;
+    let text = this.statements.get(key);
     if (!text) {
-      let n = 0;
-      const row = () => `(${EVENT_COLUMNS.map(() => (this.dialect === 'postgres' ? `$${++n}` : '?')).join(', ')})`;
-      text = `insert into usage_events (${EVENT_COLUMNS.join(', ')}) values ${Array.from({ length: rows }, row).join(', ')}`;
-      this.insertStatements.set(rows, text);
+      text = build();
+      this.statements.set(key, text);
     }
     return text;
+  }
+
+  private insertEvents(rows: number): string {
+    return this.statement('usage_events', rows, () => `insert into usage_events (${EVENT_COLUMNS.join(', ')}) values ${placeholders(this.dialect, rows, EVENT_COLUMNS.length)}`);
+  }
+
+  /** Adds rows to a rollup table: new attributions are inserted, existing ones get the sums added. */
+  private upsertRollups(table: string, column: string, rows: number): string {
+    return this.statement(table, rows, () => {
+      const keys = [...ROLLUP_KEYS, column];
+      const added = ROLLUP_SUMS.map((sum) => `${sum} = ${table}.${sum} + excluded.${sum}`).join(', ');
+      return (
+        `insert into ${table} (${[...keys, ...ROLLUP_SUMS].join(', ')}) values ${placeholders(this.dialect, rows, keys.length + ROLLUP_SUMS.length)} ` +
+        `on conflict (tenant_id, project_id, ${column}, model, service, token_id, user_id) do update set ${added}`
+      );
+    });
   }
 
   /** Appends events and adds them to the hourly and daily rollups, in one transaction. */
   async insertMany(events: UsageEvent[]): Promise<void> {
     await this.transaction(async (trx) => {
       for (const part of chunks(events)) {
-        await trx.executeQuery(CompiledQuery.raw(this.insertStatement(part.length), part.flatMap(eventValues)));
+        await trx.executeQuery(CompiledQuery.raw(this.insertEvents(part.length), eventValues(part)));
       }
       for (const { table, column, size } of ROLLUPS) {
         for (const part of chunks(rollupsOf(events, size))) {
-          const rows = part.map(({ hour, ...rest }) => ({ ...rest, [column]: hour }));
-          // Both tables have the same columns but for the period's name.
-          await trx
-            .insertInto(table as 'usage_hourly')
-            .values(rows as Rollup[])
-            .onConflict((oc) =>
-              oc.columns(['tenant_id', 'project_id', column as 'hour', 'model', 'service', 'token_id', 'user_id']).doUpdateSet(() => ({
-                requests: sql`${sql.ref(`${table}.requests`)} + excluded.requests`,
-                errors: sql`${sql.ref(`${table}.errors`)} + excluded.errors`,
-                input_tokens: sql`${sql.ref(`${table}.input_tokens`)} + excluded.input_tokens`,
-                output_tokens: sql`${sql.ref(`${table}.output_tokens`)} + excluded.output_tokens`,
-                cost: sql`${sql.ref(`${table}.cost`)} + excluded.cost`,
-                latency_ms: sql`${sql.ref(`${table}.latency_ms`)} + excluded.latency_ms`,
-                upstream_latency_ms: sql`${sql.ref(`${table}.upstream_latency_ms`)} + excluded.upstream_latency_ms`,
-              })),
-            )
-            .execute();
+          await trx.executeQuery(CompiledQuery.raw(this.upsertRollups(table, column, part.length), rollupValues(part)));
         }
       }
     });
