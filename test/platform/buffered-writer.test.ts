@@ -9,21 +9,27 @@ function writerWith(write: (batch: number[]) => Promise<void>, ping: () => Promi
 }
 
 describe('BufferedWriter', () => {
-  it('writes a flush in slices, in order, letting other work run between them', async () => {
+  it('writes a full slice at once, and a backlog in slices, in order, letting other work run between them', async () => {
     const writes: number[][] = [];
     const events: string[] = [];
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
     const writer = writerWith(async (batch) => {
+      // The first write waits, so what arrives meanwhile becomes a backlog.
+      if (writes.length === 0) await gate;
       writes.push(batch);
       events.push(`write ${batch.length}`);
       // Work that arrives while a slice is written (a request) runs before the next slice.
       setImmediate(() => events.push('other work'));
     });
-    const total = WRITE_SLICE * 2 + 7;
+    const total = WRITE_SLICE * 3 + 7;
     for (let i = 0; i < total; i++) writer.push(i);
+    expect(writer.pending).toBe(total - WRITE_SLICE); // the first slice left when it was full
+    open();
     await writer.flush();
-    expect(writes.map((w) => w.length)).toEqual([WRITE_SLICE, WRITE_SLICE, 7]);
+    expect(writes.map((w) => w.length)).toEqual([WRITE_SLICE, WRITE_SLICE, WRITE_SLICE, 7]);
     expect(writes.flat()).toEqual(Array.from({ length: total }, (_, i) => i));
-    expect(events.slice(0, 4)).toEqual([`write ${WRITE_SLICE}`, 'other work', `write ${WRITE_SLICE}`, 'other work']);
+    expect(events.slice(0, 6)).toEqual([`write ${WRITE_SLICE}`, 'other work', `write ${WRITE_SLICE}`, 'other work', `write ${WRITE_SLICE}`, 'other work']);
     await writer.close();
   });
 
@@ -42,10 +48,10 @@ describe('BufferedWriter', () => {
     );
     const first = WRITE_SLICE * 3;
     for (let i = 0; i < first; i++) writer.push(i);
-    const flushing = writer.flush();
-    writer.push(first); // arrives while the flush is under way
-    await flushing;
+    await writer.flush();
     expect(written).toEqual(Array.from({ length: WRITE_SLICE }, (_, i) => i));
+    expect(writer.pending).toBe(first - WRITE_SLICE);
+    writer.push(first); // arrives after the failed attempt: kept behind what failed
     expect(writer.pending).toBe(first - WRITE_SLICE + 1);
     down = false;
     await writer.flush();
