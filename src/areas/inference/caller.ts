@@ -1,17 +1,14 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { connectionSignal } from '../../http/connection-signal.js';
 import { principalOf, projectScope } from '../../http/guards.js';
 import type { Caller } from './service.js';
 
 const SESSION_HEADER = 'x-waygate-session-id';
 const MAX_SESSION_ID = 200;
 
-/** The caller of a model call; its signal aborts when the client disconnects before the answer is complete. */
+/** The caller of a model call; its signal aborts when the client disconnects. */
 export function callerOf(request: FastifyRequest, reply: FastifyReply): Caller {
   const principal = principalOf(request);
-  const controller = new AbortController();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) controller.abort();
-  });
   const session = request.headers[SESSION_HEADER];
   return {
     scope: projectScope(request),
@@ -21,7 +18,7 @@ export function callerOf(request: FastifyRequest, reply: FastifyReply): Caller {
     rateLimit: principal.kind === 'api_token' ? principal.rateLimit : null,
     requestId: request.requestId,
     sessionId: typeof session === 'string' && session !== '' ? session.slice(0, MAX_SESSION_ID) : null,
-    signal: controller.signal,
+    signal: connectionSignal(request),
     startedAt: performance.now() - reply.elapsedTime,
   };
 }
