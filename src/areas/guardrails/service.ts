@@ -48,6 +48,11 @@ export function usesJudge(guardrail: GuardrailRecord): boolean {
  * Guardrail configurations (interface 2.6, 4.9; issue 5 part 1), cached per project for the request path, and their
  * links with models: the guardrails a model names, and the models guardrails ask as judges.
  */
+/** Whether a model names any guardrail (most do not: their calls skip the guardrail lookup). */
+export function hasGuardrails(model: ModelRecord): boolean {
+  return model.guardrails.input.length > 0 || model.guardrails.output.length > 0;
+}
+
 export class GuardrailService {
   private readonly cache: ProjectCache<Map<string, GuardrailRecord>>;
 
@@ -190,7 +195,7 @@ export class GuardrailService {
 
   /** The enabled guardrails a model runs on its input and on its output, in the order it names them. */
   async forModel(scope: ProjectScope, model: ModelRecord): Promise<{ input: GuardrailRecord[]; output: GuardrailRecord[] }> {
-    if (model.guardrails.input.length === 0 && model.guardrails.output.length === 0) return { input: [], output: [] };
+    if (!hasGuardrails(model)) return { input: [], output: [] };
     const guardrails = await this.projectGuardrails(scope);
     const pick = (keys: string[]) =>
       keys

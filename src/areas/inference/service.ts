@@ -9,7 +9,7 @@ import { estimateChatInput, estimateEmbeddingInput, estimateTokens } from '../..
 import type { Capability, ChatChunk, JsonObject, JsonResult, Provider, ProviderType, Usage } from '../../providers/types.js';
 import type { Judge } from '../guardrails/engines.js';
 import type { EvaluationContext, GuardrailEvaluator } from '../guardrails/evaluator.js';
-import { usesJudge, type GuardrailService } from '../guardrails/service.js';
+import { hasGuardrails, usesJudge, type GuardrailService } from '../guardrails/service.js';
 import type { GuardrailRecord } from '../guardrails/store.js';
 import { guardStream, type StreamGuardMode } from '../guardrails/stream.js';
 import type { Budget, Estimate, LimitService, LimitSubject, RateLimit, Reservation } from '../limits/service.js';
@@ -169,12 +169,12 @@ export class InferenceService {
     if (!primary.record.capabilities.includes(capability)) {
       throw ERRORS.validation(`Model "${key}" does not offer ${capability} (it offers ${primary.record.capabilities.join(', ')})`);
     }
-    const fallbacks: ResolvedModel[] = [];
+    const candidates = [primary];
     for (const fallbackKey of primary.record.fallbacks) {
       const fallback = await this.models.find(scope, fallbackKey);
-      if (fallback && fallback.record.capabilities.includes(capability)) fallbacks.push(fallback);
+      if (fallback && fallback.record.capabilities.includes(capability)) candidates.push(fallback);
     }
-    return [primary, ...fallbacks];
+    return candidates;
   }
 
   private async subjects(caller: Caller): Promise<LimitSubject[]> {
@@ -240,6 +240,7 @@ export class InferenceService {
 
   /** Replaces the reservation with the real usage; `chargeTo`: a call made without one (a judge's) adds its usage. */
   private async settle(reservation: Reservation | null, model: ResolvedModel, usage: Usage | null, chargeTo: Caller | null = null): Promise<void> {
+    if (!reservation && !chargeTo) return;
     const input = usage?.inputTokens ?? 0;
     const output = usage?.outputTokens ?? 0;
     const amounts = { tokens: input + output, cost: costOf(model.record.pricing, input, output) };
@@ -262,7 +263,7 @@ export class InferenceService {
   ): Promise<JsonAnswer> {
     const candidates = await this.candidates(caller.scope, body.model, options.capability);
     const primary = candidates[0]!;
-    const guards = guarded ? await this.guardrails.forModel(caller.scope, primary.record) : NO_GUARDS;
+    const guards = guarded && hasGuardrails(primary.record) ? await this.guardrails.forModel(caller.scope, primary.record) : NO_GUARDS;
     // Admission first: a caller over its limits gets its 429 before any guardrail (or judge model) runs.
     const reservation = options.charged ? null : await this.admit(caller, primary, options.estimateInput, options.desiredOutput);
     let model = primary;
@@ -321,7 +322,7 @@ export class InferenceService {
   async chatStream(caller: Caller, body: JsonObject): Promise<StreamAnswer> {
     const candidates = await this.candidates(caller.scope, body.model, 'chat');
     const primary = candidates[0]!;
-    const guards = await this.guardrails.forModel(caller.scope, primary.record);
+    const guards = hasGuardrails(primary.record) ? await this.guardrails.forModel(caller.scope, primary.record) : NO_GUARDS;
     const estimateInput = once(() => estimateChatInput(body));
     const reservation = await this.admit(caller, primary, estimateInput, requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE);
     let started: { model: ResolvedModel; answer: Awaited<ReturnType<Provider['chatStream']>> };
