@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Socket } from 'node:net';
 import type { FastifyRequest } from 'fastify';
 
@@ -15,6 +16,9 @@ export function connectionSignal(request: FastifyRequest): AbortSignal {
   if (!signal) {
     const controller = new AbortController();
     signal = controller.signal;
+    // Every upstream attempt listens while it runs, and a client may pipeline many calls on one connection; each
+    // listener is removed when its attempt ends.
+    setMaxListeners(0, signal);
     if (socket.destroyed) controller.abort();
     else socket.once('close', () => controller.abort());
     connectionSignals.set(socket, signal);

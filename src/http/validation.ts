@@ -1,4 +1,4 @@
-import { Ajv, type ErrorObject, type Options } from 'ajv';
+import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import fastJsonStringify from 'fast-json-stringify';
 import type { FastifySerializerCompiler, FastifySchemaCompiler } from 'fastify';
@@ -19,7 +19,7 @@ function makeAjv(options: Options): Ajv {
 const bodyAjv = makeAjv({ coerceTypes: false });
 const textAjv = makeAjv({ coerceTypes: 'array' });
 
-type Validate = ((value: unknown) => boolean) & { errors?: Partial<ErrorObject>[] | null };
+type Validate = ((value: unknown, dataCxt?: Parameters<ValidateFunction>[1]) => boolean) & { errors?: Partial<ErrorObject>[] | null; schemaEnv?: unknown };
 
 /**
  * Compiled on its first use, not at start-up: most routes and guardrail types of a running gateway are never used,
@@ -27,12 +27,15 @@ type Validate = ((value: unknown) => boolean) & { errors?: Partial<ErrorObject>[
  */
 function lazyValidator(ajv: Ajv, schema: object): Validate {
   let compiled: Validate | undefined;
-  const validate: Validate = (value) => {
+  const validate: Validate = (value, dataCxt) => {
     compiled ??= ajv.compile(schema);
-    const valid = compiled(value);
+    const valid = compiled(value, dataCxt);
     validate.errors = compiled.errors;
     return valid;
   };
+  // Fastify hands the request over as the parent (so Ajv may replace a root value) to validators that carry Ajv's
+  // schemaEnv, as compiled ones do.
+  validate.schemaEnv = true;
   return validate;
 }
 

@@ -47,6 +47,12 @@ export class BufferedWriter<T> {
   push(item: T): void {
     this.buffer.push(item);
     if (this.buffer.length > MAX_BUFFERED) this.buffer.splice(0, this.buffer.length - MAX_BUFFERED);
+    // One flush at a time: while one runs, pushes only buffer (it starts the next when it ends), so a slow database
+    // does not gather a waiting flush call per pushed item.
+    if (!this.flushing) this.flushIfFull();
+  }
+
+  private flushIfFull(): void {
     if (this.buffer.length >= FLUSH_AT && Date.now() >= this.retryAt) void this.flush();
   }
 
@@ -62,6 +68,7 @@ export class BufferedWriter<T> {
     this.buffer = [];
     this.flushing = this.writeSlices(batch).finally(() => {
       this.flushing = null;
+      this.flushIfFull();
     });
     await this.flushing;
   }

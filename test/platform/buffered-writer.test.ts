@@ -1,5 +1,5 @@
 import pino from 'pino';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { BufferedWriter, WRITE_SLICE } from '../../src/platform/buffered-writer.js';
 
 const silent = pino({ level: 'silent' });
@@ -30,6 +30,29 @@ describe('BufferedWriter', () => {
     expect(writes.map((w) => w.length)).toEqual([WRITE_SLICE, WRITE_SLICE, WRITE_SLICE, 7]);
     expect(writes.flat()).toEqual(Array.from({ length: total }, (_, i) => i));
     expect(events.slice(0, 6)).toEqual([`write ${WRITE_SLICE}`, 'other work', `write ${WRITE_SLICE}`, 'other work', `write ${WRITE_SLICE}`, 'other work']);
+    await writer.close();
+  });
+
+  it('while a write runs, pushes only buffer; full slices that waited are written when that write ends', async () => {
+    const writes: number[][] = [];
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const writer = writerWith(async (batch) => {
+      if (writes.length === 0) await gate;
+      writes.push(batch);
+    });
+    const flushes = vi.spyOn(writer, 'flush');
+    const total = WRITE_SLICE * 4 + 3;
+    for (let i = 0; i < total; i++) writer.push(i);
+    // One flush started by the first full slice; the pushes behind it did not each queue another.
+    expect(flushes).toHaveBeenCalledTimes(1);
+    open();
+    // No flush() call: the end of the first write starts the next one.
+    for (let i = 0; i < 50 && writes.flat().length < total; i++) await new Promise((resolve) => setImmediate(resolve));
+    // The next write takes everything that waited, in slices.
+    expect(writes.map((w) => w.length)).toEqual([WRITE_SLICE, WRITE_SLICE, WRITE_SLICE, WRITE_SLICE, 3]);
+    expect(writes.flat()).toEqual(Array.from({ length: total }, (_, i) => i));
+    expect(writer.pending).toBe(0);
     await writer.close();
   });
 

@@ -50,6 +50,20 @@ describe('withStatementCache', () => {
     expect(cached.prepare('select 1 from t')).toBe(early);
   });
 
+  it('bounds the SQL it keeps prepared: a very long text is not kept, and long texts push out the oldest', () => {
+    const cached = withStatementCache(database());
+    const long = (n: number, width: number) => `select ${Array.from({ length: width }, (_, i) => `${n} + ${i}`).join(', ')} from t`;
+    const huge = long(0, 2_000); // about 19,000 characters, over a quarter of the budget
+    expect(cached.prepare(huge)).not.toBe(cached.prepare(huge));
+    const first = cached.prepare(long(1, 800)); // about 7,100 characters each: ten of them pass the 64 K budget
+    expect(long(1, 800).length).toBeGreaterThan(7_000);
+    expect(cached.prepare(long(1, 800))).toBe(first);
+    for (let n = 2; n <= 10; n++) cached.prepare(long(n, 800));
+    expect(cached.prepare(long(1, 800))).not.toBe(first);
+    const recent = cached.prepare(long(10, 800));
+    expect(cached.prepare(long(10, 800))).toBe(recent);
+  });
+
   it('runs Kysely queries, transactions and streams through the cache with the right results', async () => {
     const db = new Kysely<{ t: { n: number } }>({ dialect: new SqliteDialect({ database: withStatementCache(database()) }) });
     for (let i = 0; i < 3; i++) {

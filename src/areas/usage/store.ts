@@ -69,12 +69,18 @@ function rollupsOf(events: UsageEvent[], size: number): Rollup[] {
   return [...byKey.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, rollup]) => rollup);
 }
 
-/** SQLite allows 32,766 bound values per statement; 21 columns x 500 rows stays well below. */
-const CHUNK = 500;
+/**
+ * Rows per statement: a few fixed sizes, so that a handful of statement texts (each kept prepared by the database
+ * layer) cover every batch. 21 columns x 50 rows stays far below SQLite's 32,766 bound values.
+ */
+const ROW_COUNTS = [50, 16, 4, 1];
 
-function chunks<T>(items: T[]): T[][] {
+function inStatementSizes<T>(items: T[]): T[][] {
   const out: T[][] = [];
-  for (let i = 0; i < items.length; i += CHUNK) out.push(items.slice(i, i + CHUNK));
+  let start = 0;
+  for (const size of ROW_COUNTS) {
+    for (; items.length - start >= size; start += size) out.push(items.slice(start, start + size));
+  }
   return out;
 }
 
@@ -117,8 +123,8 @@ function placeholders(dialect: Dialect, rows: number, columns: number): string {
 
 export class UsageStore {
   /**
-   * Statement texts by table and row count (at most 50 rows a write: the buffered writer's slices): Kysely's builder costs more than the write itself at thousands of calls
-   * a second, and an unchanged text lets SQLite reuse its prepared statement.
+   * Statement texts by table and row count (four counts, ROW_COUNTS): Kysely's builder costs more than the write
+   * itself at thousands of calls a second, and an unchanged text lets SQLite reuse its prepared statement.
    */
   private readonly statements = new Map<string, string>();
 
@@ -153,11 +159,11 @@ export class UsageStore {
   /** Appends events and adds them to the hourly and daily rollups, in one transaction. */
   async insertMany(events: UsageEvent[]): Promise<void> {
     await this.transaction(async (trx) => {
-      for (const part of chunks(events)) {
+      for (const part of inStatementSizes(events)) {
         await trx.executeQuery(CompiledQuery.raw(this.insertEvents(part.length), eventValues(part)));
       }
       for (const { table, column, size } of ROLLUPS) {
-        for (const part of chunks(rollupsOf(events, size))) {
+        for (const part of inStatementSizes(rollupsOf(events, size))) {
           await trx.executeQuery(CompiledQuery.raw(this.upsertRollups(table, column, part.length), rollupValues(part)));
         }
       }
