@@ -139,6 +139,31 @@ describe.each(BACKENDS)('streamed chat completions on %s', (backend) => {
     expect(row).toMatchObject({ status: 502, streamed: 1 });
   });
 
+  it('a stream closed before its first read (a reply that failed, or a client gone, as it was handed over) is still metered 499 and settled', async () => {
+    const principal = await s.t.ctx.services.tokens.authenticate(s.token.value);
+    if (principal?.kind !== 'api_token' || !principal.projectId) throw new Error('the test token should be a project token');
+    const caller = {
+      scope: { tenantId: principal.tenantId, projectId: principal.projectId },
+      tokenId: principal.tokenId,
+      userId: null,
+      budget: null,
+      rateLimit: null,
+      requestId: 'req-closed-unread',
+      sessionId: null,
+      signal: new AbortController().signal,
+      startedAt: performance.now(),
+    };
+    const answer = await s.t.ctx.services.inference.chatStream(caller, chatBody(model, { stream: true }) as Record<string, unknown>);
+    await answer.frames.return!(undefined);
+    const rows = (await usageRowsOf(s.t, model)).filter((r) => r.request_id === 'req-closed-unread');
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({ status: 499, streamed: 1, output_tokens: 0, input_tokens: 10 });
+    // Closing it again, or reading it after, adds nothing.
+    await answer.frames.return!(undefined);
+    expect((await answer.frames.next()).done).toBe(true);
+    expect((await usageRowsOf(s.t, model)).filter((r) => r.request_id === 'req-closed-unread')).toHaveLength(1);
+  });
+
   it('a client that disconnects mid-stream aborts the upstream request and is metered as 499, streamed', async () => {
     await s.t.app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = s.t.app.server.address() as AddressInfo;

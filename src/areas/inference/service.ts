@@ -46,7 +46,7 @@ export interface JsonAnswer {
 
 /** A started stream: SSE frames to write, and the time until the upstream answered. */
 export interface StreamAnswer {
-  frames: AsyncGenerator<string>;
+  frames: AsyncIterableIterator<string>;
   upstreamMs: number;
 }
 
@@ -111,6 +111,36 @@ function once(compute: () => number): () => number {
 function statusOf(err: unknown): number {
   if (err instanceof AppError) return err.statusCode;
   return err instanceof DependencyUnavailableError ? 503 : 500;
+}
+
+/**
+ * The generator's frames, with `onUnread` run when it is closed before its first read: a generator that never
+ * started skips its `finally`, where a stream is metered.
+ */
+function meteredEvenUnread<T>(generator: AsyncGenerator<T>, onUnread: () => Promise<void>): AsyncIterableIterator<T> {
+  let started = false;
+  const closing = async () => {
+    if (started) return;
+    started = true;
+    await onUnread();
+  };
+  return {
+    next: () => {
+      started = true;
+      return generator.next();
+    },
+    return: async (value?: unknown) => {
+      await closing();
+      return generator.return(value as T);
+    },
+    throw: async (err?: unknown) => {
+      await closing();
+      return generator.throw(err);
+    },
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+  };
 }
 
 /**
@@ -343,7 +373,18 @@ export class InferenceService {
       guard = (chunks) => guardStream(chunks, (all, final) => this.evaluator.enforce(context, guards.output, texts(all), final), mode);
     }
     const upstreamStartedAt = performance.now() - started.answer.upstreamMs;
-    return { frames: this.frames(caller, started.model, started.answer.chunks, { reservation, estimateInput, includeUsage, upstreamStartedAt, guard }), upstreamMs: started.answer.upstreamMs };
+    const options = { reservation, estimateInput, includeUsage, upstreamStartedAt, guard };
+    const frames = this.frames(caller, started.model, started.answer.chunks, options);
+    // Closed before its first read (the client left, or the reply failed, right after the stream was handed over):
+    // the call is still settled and metered, as a cut-off stream with nothing sent.
+    const closedUnread = () => this.endStream(caller, started.model, options, { inputTokens: estimateInput(), outputTokens: 0, estimated: true }, STATUS_CLIENT_CLOSED);
+    return { frames: meteredEvenUnread(frames, closedUnread), upstreamMs: started.answer.upstreamMs };
+  }
+
+  /** What every stream ends with, however it ends: the reservation settled and one usage event. */
+  private async endStream(caller: Caller, model: ResolvedModel, options: { reservation: Reservation | null; upstreamStartedAt: number }, usage: Usage, status: number): Promise<void> {
+    await this.settle(options.reservation, model, usage);
+    this.meter(caller, model, '/chat/completions', 'chat', usage, status, performance.now() - options.upstreamStartedAt, true);
   }
 
   /**
@@ -413,8 +454,7 @@ export class InferenceService {
       // Also reached when the client disconnects mid-stream (the generator is closed): what was streamed is billed.
       if (caller.signal.aborted && status === 200) status = STATUS_CLIENT_CLOSED;
       usage ??= { inputTokens: options.estimateInput(), outputTokens: estimateTokens(text), estimated: true };
-      await this.settle(options.reservation, model, usage);
-      this.meter(caller, model, '/chat/completions', 'chat', usage, status, performance.now() - options.upstreamStartedAt, true);
+      await this.endStream(caller, model, options, usage, status);
     }
   }
 
