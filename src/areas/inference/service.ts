@@ -1,3 +1,4 @@
+import { setImmediate as nextMacrotask } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { AppError, ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
@@ -418,6 +419,7 @@ export class InferenceService {
     };
     try {
       // Unguarded (most streams): the upstream's chunks are read directly, without a generator in between.
+      let framed = 0;
       for await (const chunk of guard ? guard(counted()) : upstream) {
         if (!guard) count(chunk);
         last = chunk;
@@ -425,6 +427,9 @@ export class InferenceService {
         // The usage chunk (no choices) is Waygate's request; the client sees it only when it asked.
         if (chunk.data.usage && Array.isArray(choices) && choices.length === 0 && !options.includeUsage) continue;
         yield `data: ${chunk.raw ?? JSON.stringify(chunk.data)}\n\n`;
+        // The first frame leaves at once. Node holds a response's writes until the current tick ends, and with more
+        // upstream chunks already received that tick would last until all of them were framed.
+        if (++framed === 1) await nextMacrotask();
       }
       if (!usage) {
         usage = { inputTokens: options.estimateInput(), outputTokens: estimateTokens(text), estimated: true };
