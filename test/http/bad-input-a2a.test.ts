@@ -1,27 +1,7 @@
-import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomBase32 } from '../../src/platform/ids.js';
-import { BACKENDS, call, createTestApp, createToken, type TestApp } from '../helpers/app.js';
+import { BACKENDS, call, createTestApp, type TestApp } from '../helpers/app.js';
+import { expectClientError, otherTenant } from '../helpers/bad-input.js';
 import { A2A, exposedAgent, expectRpcError, METHODS, rpc, rpcRaw, send, userMessage, type Version } from '../a2a/support.js';
-
-/** A 4xx in the error envelope (not a JSON-RPC answer): `{error: {message, type, code?}}`. */
-function expectClientError(res: LightMyRequestResponse, status: number, message?: RegExp | string): void {
-  expect(res.statusCode, res.body).toBe(status);
-  const body = res.json();
-  expect(Object.keys(body)).toEqual(['error']);
-  expect(body.jsonrpc).toBeUndefined();
-  expect(typeof body.error.message).toBe('string');
-  if (message) expect(body.error.message).toMatch(message);
-}
-
-/** An owner token of a new tenant's default project. */
-async function otherTenantToken(t: TestApp): Promise<string> {
-  const email = `owner-${randomBase32(6).toLowerCase()}@example.test`;
-  const tenant = await call(t.app, t.adminSession, { method: 'POST', url: '/api/tenants', payload: { name: `Tenant ${randomBase32(4)}`, ownerEmail: email, ownerPassword: 'tenant-b-password' } });
-  expect(tenant.statusCode, tenant.body).toBe(201);
-  const login = await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email, password: 'tenant-b-password' } });
-  return (await createToken(t, { role: 'owner', projectId: tenant.json().project.id }, login.json().token)).value;
-}
 
 describe.each(BACKENDS)('A2A: bad input on %s', (backend) => {
   let t: TestApp;
@@ -36,7 +16,7 @@ describe.each(BACKENDS)('A2A: bad input on %s', (backend) => {
   afterAll(async () => t?.close());
 
   it("another tenant's exposed agent is a 404 like a missing one, on the card and the JSON-RPC endpoint", async () => {
-    const token = await otherTenantToken(t);
+    const token = (await otherTenant(t)).token;
     for (const target of [key, 'missing-agent']) {
       expectClientError(await card(target, token), 404, `Agent "${target}" not found`);
       expectClientError(await rpcRaw(t, target, sendBody, { token }), 404, `Agent "${target}" not found`);
@@ -48,7 +28,7 @@ describe.each(BACKENDS)('A2A: bad input on %s', (backend) => {
 
   it.each(['0.3', '1.0'] as Version[])("%s: another tenant's task and context ids are unknown to its own agent", async (version) => {
     const mine = await send(t, key, version, 'mine');
-    const token = await otherTenantToken(t);
+    const token = (await otherTenant(t)).token;
     const theirs = await exposedAgent(t, { modelKey: 'local-chat' }, {}, token);
     const m = METHODS[version];
     expectRpcError(await rpc(t, theirs, version, m.get, { id: mine.id }, 1, token), -32001);

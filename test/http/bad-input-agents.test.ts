@@ -1,27 +1,8 @@
-import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBase32 } from '../../src/platform/ids.js';
 import { BACKENDS, call, createTestApp, createToken, type TestApp } from '../helpers/app.js';
+import { expectClientError, otherTenant } from '../helpers/bad-input.js';
 import { AGENTS, agentsCall, createAgent, publish, respond } from '../agents/support.js';
-
-/** A 4xx in the error envelope and nothing else: `{error: {message, type, code?}}`. */
-function expectClientError(res: LightMyRequestResponse, status: number, message?: RegExp): void {
-  expect(res.statusCode, res.body).toBe(status);
-  const body = res.json();
-  expect(Object.keys(body)).toEqual(['error']);
-  expect(typeof body.error.message).toBe('string');
-  expect(typeof body.error.type).toBe('string');
-  if (message) expect(body.error.message).toMatch(message);
-}
-
-/** An owner token of a new tenant's default project. */
-async function otherTenantToken(t: TestApp): Promise<string> {
-  const email = `owner-${randomBase32(6).toLowerCase()}@example.test`;
-  const tenant = await call(t.app, t.adminSession, { method: 'POST', url: '/api/tenants', payload: { name: `Tenant ${randomBase32(4)}`, ownerEmail: email, ownerPassword: 'tenant-b-password' } });
-  expect(tenant.statusCode, tenant.body).toBe(201);
-  const login = await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email, password: 'tenant-b-password' } });
-  return (await createToken(t, { role: 'owner', projectId: tenant.json().project.id }, login.json().token)).value;
-}
 
 describe.each(BACKENDS)('agents: bad input on %s', (backend) => {
   let t: TestApp;
@@ -108,7 +89,7 @@ describe.each(BACKENDS)('agents: bad input on %s', (backend) => {
     const token =
       scope === 'project'
         ? (await createToken(t, { role: 'owner', projectId: (await call(t.app, t.adminSession, { method: 'POST', url: '/api/projects', payload: { name: `Other ${randomBase32(4)}` } })).json().project.id })).value
-        : await otherTenantToken(t);
+        : (await otherTenant(t)).token;
     for (const target of [key, 'missing-agent']) {
       const requests = [
         { method: 'GET' as const, url: `${AGENTS}/${target}` },
@@ -133,7 +114,7 @@ describe.each(BACKENDS)('agents: bad input on %s', (backend) => {
   it('a conversation id of another tenant is a 404 as previous_response_id', async () => {
     const started = await respond(t, { model: key, input: 'mine' });
     expect(started.statusCode, started.body).toBe(200);
-    const token = await otherTenantToken(t);
+    const token = (await otherTenant(t)).token;
     const theirs = (await createAgent(t, { name: 'Theirs', config: { modelKey: 'local-chat' } }, token)).key;
     await publish(t, theirs, undefined, token);
     const res = await respond(t, { model: theirs, input: 'steal', previous_response_id: started.json().id }, token);

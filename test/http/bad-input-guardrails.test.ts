@@ -1,28 +1,8 @@
-import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBase32 } from '../../src/platform/ids.js';
-import { BACKENDS, call, createTestApp, createToken, type TestApp } from '../helpers/app.js';
+import { BACKENDS, call, createTestApp, type TestApp } from '../helpers/app.js';
+import { expectClientError, otherTenant } from '../helpers/bad-input.js';
 import { EVALUATE, GUARDRAILS, createGuardrail, evaluate, guardrail } from '../guardrails/support.js';
-
-/** A 4xx in the error envelope and nothing else: `{error: {message, type, code?}}`. */
-function expectClientError(res: LightMyRequestResponse, status: number, message?: RegExp): void {
-  expect(res.statusCode, res.body).toBe(status);
-  const body = res.json();
-  expect(Object.keys(body)).toEqual(['error']);
-  expect(typeof body.error.message).toBe('string');
-  expect(typeof body.error.type).toBe('string');
-  if (message) expect(body.error.message).toMatch(message);
-}
-
-/** A new tenant: its owner's session and an owner token of its default project. */
-async function otherTenant(t: TestApp): Promise<{ session: string; token: string }> {
-  const email = `owner-${randomBase32(6).toLowerCase()}@example.test`;
-  const tenant = await call(t.app, t.adminSession, { method: 'POST', url: '/api/tenants', payload: { name: `Tenant ${randomBase32(4)}`, ownerEmail: email, ownerPassword: 'tenant-b-password' } });
-  expect(tenant.statusCode, tenant.body).toBe(201);
-  const session = (await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email, password: 'tenant-b-password' } })).json().token as string;
-  const token = (await createToken(t, { role: 'owner', projectId: tenant.json().project.id }, session)).value;
-  return { session, token };
-}
 
 describe.each(BACKENDS)('guardrails: bad input on %s', (backend) => {
   let t: TestApp;
