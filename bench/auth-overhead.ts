@@ -11,17 +11,11 @@
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { loaded, median, sequential, type Sample, type Target } from './lib/measure.js';
-import { entryOption, wholeNumber, type Entry } from './lib/options.js';
+import { entryOption, loadOptions, type Entry, type LoadOptions } from './lib/options.js';
 import { int, machine, ms, pinSelf, table } from './lib/report.js';
 import { hasTaskset, startServer, type BenchServer } from './lib/server.js';
 
-interface Options {
-  rounds: number;
-  requests: number;
-  warmupRequests: number;
-  duration: number;
-  warmup: number;
-  connections: number;
+interface Options extends LoadOptions {
   entry: Exclude<Entry, 'build'>;
   database: string | undefined;
   logLevel: string;
@@ -45,12 +39,7 @@ function options(argv: string[]): Options {
     },
   });
   return {
-    rounds: wholeNumber('rounds', values.rounds),
-    requests: wholeNumber('requests', values.requests),
-    warmupRequests: wholeNumber('warmup-requests', values['warmup-requests'], 0),
-    duration: wholeNumber('duration', values.duration),
-    warmup: wholeNumber('warmup', values.warmup, 0),
-    connections: wholeNumber('connections', values.connections),
+    ...loadOptions(values),
     entry: entryOption(values.entry, ['tsx', 'dist']),
     database: values.database,
     logLevel: values['log-level'] ?? 'info',

@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util';
 import { registerModels, requestJson } from './lib/api.js';
 import { loaded, loadedAmount, median, sequential, type Sample, type Target } from './lib/measure.js';
 import { ensurePortkey, startPortkey, type PortkeyServer } from './lib/portkey.js';
-import { cleanupsOnExit, entryOption, wholeNumber, type Entry } from './lib/options.js';
+import { cleanupsOnExit, entryOption, loadOptions, wholeNumber, type Entry, type LoadOptions } from './lib/options.js';
 import { int, machine, ms, pinSelf, sourceVersion, table } from './lib/report.js';
 import { cpuSecondsOf, foreignLoad, hasTaskset, memoryMbOf, settle, startServer, transpileSources, type BenchServer } from './lib/server.js';
 import { heldStreams, streamSequential, type HeldStreams, type TtfbSample } from './lib/stream.js';
@@ -25,13 +25,7 @@ import { startUpstream, type UpstreamProcess } from './lib/upstream.js';
 
 type TargetName = 'direct' | 'proxy' | 'waygate' | 'portkey';
 
-interface Options {
-  rounds: number;
-  requests: number;
-  warmupRequests: number;
-  duration: number;
-  warmup: number;
-  connections: number;
+interface Options extends LoadOptions {
   streamRequests: number;
   streams: number;
   chunks: number;
@@ -78,12 +72,7 @@ function options(argv: string[]): Options {
   for (const t of targets) if (!['direct', 'proxy', 'waygate', 'portkey'].includes(t)) throw new Error(`--targets: unknown target ${t}`);
   if (!targets.includes('direct')) targets.unshift('direct'); // every figure is relative to it
   return {
-    rounds: wholeNumber('rounds', values.rounds),
-    requests: wholeNumber('requests', values.requests),
-    warmupRequests: wholeNumber('warmup-requests', values['warmup-requests'], 0),
-    duration: wholeNumber('duration', values.duration),
-    warmup: wholeNumber('warmup', values.warmup, 0),
-    connections: wholeNumber('connections', values.connections),
+    ...loadOptions(values),
     streamRequests: wholeNumber('stream-requests', values['stream-requests']),
     streams: wholeNumber('streams', values.streams, 0),
     chunks: wholeNumber('chunks', values.chunks),

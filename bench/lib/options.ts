@@ -10,6 +10,28 @@ export function wholeNumber(name: string, raw: string | undefined, min = 1): num
   return value;
 }
 
+/** The load options the concurrency-1 and concurrency-N measurements of every benchmark share. */
+export interface LoadOptions {
+  rounds: number;
+  requests: number;
+  warmupRequests: number;
+  duration: number;
+  warmup: number;
+  connections: number;
+}
+
+/** LoadOptions from parseArgs values (`--rounds`, `--requests`, `--warmup-requests`, `--duration`, `--warmup`, `--connections`). */
+export function loadOptions(values: Partial<Record<'rounds' | 'requests' | 'warmup-requests' | 'duration' | 'warmup' | 'connections', string>>): LoadOptions {
+  return {
+    rounds: wholeNumber('rounds', values.rounds),
+    requests: wholeNumber('requests', values.requests),
+    warmupRequests: wholeNumber('warmup-requests', values['warmup-requests'], 0),
+    duration: wholeNumber('duration', values.duration),
+    warmup: wholeNumber('warmup', values.warmup, 0),
+    connections: wholeNumber('connections', values.connections),
+  };
+}
+
 /** The --entry option, one of the entries the benchmark supports. */
 export function entryOption<E extends Entry>(raw: string | undefined, allowed: readonly E[]): E {
   if (!allowed.some((entry) => entry === raw)) throw new Error(`--entry must be ${allowed.slice(0, -1).join(', ')} or ${allowed.at(-1)}`);
