@@ -1,23 +1,17 @@
 import { sql, type Kysely } from 'kysely';
-import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
-import { openDatabase, type DatabaseHandle } from '../../src/db/index.js';
+import { describe, expect, it } from 'vitest';
+import type { DatabaseHandle } from '../../src/db/index.js';
 import { migrateToLatest, schemaMigrator } from '../../src/db/migrate.js';
-import { BACKENDS, tempDeployment } from '../helpers/app.js';
+import { BACKENDS } from '../helpers/app.js';
+import { tempDatabases } from '../helpers/databases.js';
 
 /** Tables as they were at 0007, which the current schema types no longer describe. */
 type AnySchema = Kysely<Record<string, Record<string, unknown>>>;
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
+const database = tempDatabases();
 
 async function databaseAt0007(backend: (typeof BACKENDS)[number]): Promise<DatabaseHandle> {
-  const deployment = await tempDeployment(backend);
-  cleanups.push(deployment.remove);
-  const handle = openDatabase(loadConfig({ WAYGATE_DATA_DIR: deployment.dataDir, DATABASE_URL: deployment.databaseUrl }).database);
-  cleanups.push(() => handle.close());
+  const handle = await database(backend);
   const { error } = await schemaMigrator(handle.db, handle.dialect).migrateTo('0007_agents');
   expect(error).toBeUndefined();
   return handle;

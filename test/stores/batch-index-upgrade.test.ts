@@ -1,22 +1,11 @@
 import { sql, type Kysely } from 'kysely';
-import { afterEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
-import { openDatabase, type DatabaseHandle } from '../../src/db/index.js';
+import { describe, expect, it } from 'vitest';
+import type { DatabaseHandle } from '../../src/db/index.js';
 import { migrateToLatest, schemaMigrator } from '../../src/db/migrate.js';
-import { BACKENDS, tempDeployment } from '../helpers/app.js';
+import { BACKENDS } from '../helpers/app.js';
+import { tempDatabases } from '../helpers/databases.js';
 
-const cleanups: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
-
-async function database(backend: (typeof BACKENDS)[number]): Promise<DatabaseHandle> {
-  const deployment = await tempDeployment(backend);
-  cleanups.push(deployment.remove);
-  const handle = openDatabase(loadConfig({ WAYGATE_DATA_DIR: deployment.dataDir, DATABASE_URL: deployment.databaseUrl }).database);
-  cleanups.push(() => handle.close());
-  return handle;
-}
+const database = tempDatabases();
 
 /** The indexes of batch_items by name, with their definitions (SQLite's `sql`, PostgreSQL's `indexdef`). */
 async function itemIndexes(handle: DatabaseHandle): Promise<Map<string, string>> {
