@@ -2,6 +2,7 @@ import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats';
 import fastJsonStringify from 'fast-json-stringify';
 import type { FastifySerializerCompiler, FastifySchemaCompiler } from 'fastify';
+import { lazy } from '../platform/lazy.js';
 
 // ajv-formats is CommonJS; under ESM interop its function may arrive as `.default`.
 type AddFormats = (ajv: Ajv) => Ajv;
@@ -26,11 +27,11 @@ type Validate = ((value: unknown, dataCxt?: Parameters<ValidateFunction>[1]) => 
  * and their compiled code would stay in the heap for nothing (about 3 MB of idle memory for all routes).
  */
 function lazyValidator(ajv: Ajv, schema: object): Validate {
-  let compiled: Validate | undefined;
+  const compiled = lazy((): Validate => ajv.compile(schema));
   const validate: Validate = (value, dataCxt) => {
-    compiled ??= ajv.compile(schema);
-    const valid = compiled(value, dataCxt);
-    validate.errors = compiled.errors;
+    const check = compiled();
+    const valid = check(value, dataCxt);
+    validate.errors = check.errors;
     return valid;
   };
   // Fastify hands the request over as the parent (so Ajv may replace a root value) to validators that carry Ajv's
@@ -44,8 +45,8 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, http
 
 /** Response serializers, like validators, are compiled on a route's first answer rather than at start-up. */
 export const serializerCompiler: FastifySerializerCompiler<unknown> = ({ schema }) => {
-  let compiled: ((data: unknown) => string) | undefined;
-  return (data) => (compiled ??= fastJsonStringify(schema as object))(data);
+  const compiled = lazy(() => fastJsonStringify(schema as object));
+  return (data) => compiled()(data);
 };
 
 /** A validator for a JSON value outside a route (batch lines, guardrail configs): the rules a route's body schema applies. */

@@ -4,6 +4,7 @@ import { AppError, ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import { DependencyUnavailableError } from '../../platform/errors.js';
 import { unixSeconds } from '../../platform/time.js';
+import { lazy } from '../../platform/lazy.js';
 import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
 import { estimateChatInput, estimateEmbeddingInput, estimateTokens } from '../../providers/tokens.js';
@@ -102,12 +103,6 @@ function clientError(err: UpstreamError): AppError {
   }
 }
 
-/** Token estimates are only needed under a limit or when an upstream reports no usage: computed once, on demand. */
-function once(compute: () => number): () => number {
-  let value: number | undefined;
-  return () => (value ??= compute());
-}
-
 /** The status the client is answered for a failed call (as the error handler maps it), for its usage event. */
 function statusOf(err: unknown): number {
   if (err instanceof AppError) return err.statusCode;
@@ -171,12 +166,12 @@ export class InferenceService {
     return {
       chat: async (modelKey, body) => {
         const request = { ...body, model: modelKey };
-        const call = { capability: 'chat' as const, service: 'guardrails', endpoint: '/chat/completions', estimateInput: once(() => estimateChatInput(request)), desiredOutput: requestedMaxTokens(request) ?? DEFAULT_OUTPUT_RESERVE, charged: true };
+        const call = { capability: 'chat' as const, service: 'guardrails', endpoint: '/chat/completions', estimateInput: lazy(() => estimateChatInput(request)), desiredOutput: requestedMaxTokens(request) ?? DEFAULT_OUTPUT_RESERVE, charged: true };
         return (await this.jsonCall(judgeCaller, request, call, null, (provider, model, upstreamBody) => provider.chat(model.target, upstreamBody, options))).body;
       },
       moderate: async (modelKey, input) => {
         const request = { model: modelKey, input };
-        const call = { capability: 'moderation' as const, service: 'guardrails', endpoint: '/moderations', estimateInput: once(() => estimateEmbeddingInput(input)), desiredOutput: 0, charged: true };
+        const call = { capability: 'moderation' as const, service: 'guardrails', endpoint: '/moderations', estimateInput: lazy(() => estimateEmbeddingInput(input)), desiredOutput: 0, charged: true };
         return (await this.jsonCall(judgeCaller, request, call, null, (provider, model, upstreamBody) => provider.moderations(model.target, upstreamBody, options))).body;
       },
     };
@@ -324,8 +319,9 @@ export class InferenceService {
     }
   }
 
+  // Token estimates are needed only under a limit or when an upstream reports no usage: computed on first use.
   chat(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
-    const estimateInput = once(() => estimateChatInput(body));
+    const estimateInput = lazy(() => estimateChatInput(body));
     const desiredOutput = requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE;
     return this.jsonCall(caller, body, { capability: 'chat', service: 'chat', endpoint: '/chat/completions', estimateInput, desiredOutput }, CHAT_TEXTS, (provider, model, upstreamBody) =>
       provider.chat(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
@@ -333,14 +329,14 @@ export class InferenceService {
   }
 
   embeddings(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
-    const estimateInput = once(() => estimateEmbeddingInput(body.input));
+    const estimateInput = lazy(() => estimateEmbeddingInput(body.input));
     return this.jsonCall(caller, body, { capability: 'embeddings', service: 'embeddings', endpoint: '/embeddings', estimateInput, desiredOutput: 0 }, EMBEDDING_TEXTS, (provider, model, upstreamBody) =>
       provider.embeddings(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
     );
   }
 
   moderations(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
-    const estimateInput = once(() => estimateEmbeddingInput(body.input));
+    const estimateInput = lazy(() => estimateEmbeddingInput(body.input));
     return this.jsonCall(caller, body, { capability: 'moderation', service: 'moderations', endpoint: '/moderations', estimateInput, desiredOutput: 0 }, null, (provider, model, upstreamBody) =>
       provider.moderations(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
     );
@@ -354,7 +350,7 @@ export class InferenceService {
     const candidates = await this.candidates(caller.scope, body.model, 'chat');
     const primary = candidates[0]!;
     const guards = hasGuardrails(primary.record) ? await this.guardrails.forModel(caller.scope, primary.record) : NO_GUARDS;
-    const estimateInput = once(() => estimateChatInput(body));
+    const estimateInput = lazy(() => estimateChatInput(body));
     const reservation = await this.admit(caller, primary, estimateInput, requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE);
     let started: { model: ResolvedModel; answer: Awaited<ReturnType<Provider['chatStream']>> };
     try {
