@@ -4,6 +4,7 @@ import { UpstreamError } from './errors.js';
 import { parseObject, type UpstreamClient } from './http.js';
 import { joinUrl } from './openai-compatible.js';
 import { parseSse } from './sse.js';
+import { tokenCount } from './tokens.js';
 import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
 import { asText } from '../platform/text.js';
 import { unixSeconds } from '../platform/time.js';
@@ -114,9 +115,9 @@ export function fromAnthropicMessage(message: JsonObject): JsonObject {
   const toolCalls = blocks
     .filter((b) => b.type === 'tool_use')
     .map((b) => ({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }));
-  const usage = (message.usage ?? {}) as { input_tokens?: number; output_tokens?: number };
-  const input = usage.input_tokens ?? 0;
-  const output = usage.output_tokens ?? 0;
+  const usage = (message.usage ?? {}) as { input_tokens?: unknown; output_tokens?: unknown };
+  const input = tokenCount(usage.input_tokens) ?? 0;
+  const output = tokenCount(usage.output_tokens) ?? 0;
   return {
     id: asText(message.id, `chatcmpl-${randomUUID()}`),
     object: 'chat.completion',
@@ -157,7 +158,7 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Cha
         const message = (data.message ?? {}) as JsonObject;
         id = asText(message.id, id);
         model = message.model ?? model;
-        input = Number((message.usage as JsonObject | undefined)?.input_tokens ?? 0);
+        input = tokenCount((message.usage as JsonObject | undefined)?.input_tokens) ?? 0;
         yield chunk({ role: 'assistant', content: '' });
         break;
       }
@@ -180,7 +181,7 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Cha
         break;
       }
       case 'message_delta': {
-        output = Number((data.usage as JsonObject | undefined)?.output_tokens ?? output);
+        output = tokenCount((data.usage as JsonObject | undefined)?.output_tokens) ?? output;
         const reason = (data.delta as JsonObject | undefined)?.stop_reason;
         if (reason) yield chunk({}, STOP_REASONS[asText(reason)] ?? 'stop');
         break;

@@ -1,7 +1,8 @@
 import { UpstreamError } from './errors.js';
 import { parseObject, type UpstreamClient } from './http.js';
 import { parseSse } from './sse.js';
-import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider, Usage } from './types.js';
+import { usageOf } from './tokens.js';
+import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
 
 export type Operation = 'chat/completions' | 'embeddings' | 'moderations';
 
@@ -9,13 +10,6 @@ export type Operation = 'chat/completions' | 'embeddings' | 'moderations';
 export interface OpenAiStyleEndpoint {
   url(target: ModelTarget, operation: Operation): string;
   authHeaders(target: ModelTarget): Record<string, string>;
-}
-
-/** OpenAI's usage object, when present and numeric. */
-export function usageOf(body: JsonObject): Usage | null {
-  const usage = body.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
-  if (!usage || typeof usage.prompt_tokens !== 'number') return null;
-  return { inputTokens: usage.prompt_tokens, outputTokens: typeof usage.completion_tokens === 'number' ? usage.completion_tokens : 0, estimated: false };
 }
 
 /**

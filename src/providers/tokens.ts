@@ -1,3 +1,5 @@
+import type { JsonObject, Usage } from './types.js';
+
 /**
  * Token estimates for when an upstream reports no usage (and for budget reservations before a call).
  * No tokenizer ships with Waygate (they are model-specific and large); this rule stays close to BPE tokenizers
@@ -52,4 +54,21 @@ export function estimateEmbeddingInput(input: unknown): number {
     else if (Array.isArray(item)) tokens += item.length;
   }
   return tokens;
+}
+
+/**
+ * A token count an upstream reported, when it is one: a finite number, not negative (rounded down). Anything else
+ * (a string, null, a negative number) is no count at all, so that a broken upstream can never carry NaN into the
+ * budget counters, which would then admit every call.
+ */
+export function tokenCount(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.floor(value) : undefined;
+}
+
+/** OpenAI's usage object (a completion's, or a stream's usage chunk), when it holds a token count. */
+export function usageOf(body: JsonObject): Usage | null {
+  const usage = body.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
+  const input = tokenCount(usage?.prompt_tokens);
+  if (input === undefined) return null;
+  return { inputTokens: input, outputTokens: tokenCount(usage?.completion_tokens) ?? 0, estimated: false };
 }

@@ -103,6 +103,19 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     expectRefused(stream, 'budget_exceeded', null);
   });
 
+  it('usage that is not a number (a broken upstream) leaves the budget counting', async () => {
+    const t = await token(d, { budget: { maxTokens: 100, period: 'total' } });
+    fake().usage = { prompt: 10, completion: 'lots' as unknown as number };
+    const stream = await call(app, t.value, { method: 'POST', url: '/api/client/v1/chat/completions', payload: chatBody(model, { max_tokens: 20, stream: true }) });
+    expect(stream.statusCode).toBe(200);
+    expect(stream.body).toContain('[DONE]');
+    expect((await chat(app, t.value, model)).statusCode).toBe(200);
+    // The stream and the JSON call each count their 10 prompt tokens and no output: 80 left, 70 after the input.
+    expect((await chat(app, t.value, model, { max_tokens: 1000 })).statusCode).toBe(200);
+    expect(fake().requests.at(-1)!.body.max_tokens).toBe(70);
+    expect((await storedUsage(d, { tokenId: t.id })).events).toBe(3);
+  });
+
   it('a failed upstream call gives its reservation back', async () => {
     const t = await token(d, { budget: { maxTokens: 60, period: 'total' } });
     fake().queue({ status: 400, body: { error: { message: 'no', type: 'invalid_request_error' } } });

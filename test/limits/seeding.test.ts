@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS } from '../helpers/app.js';
 import { startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
-import { chat, expectRefused, fakeModel, first, hasRedis, limitedProject, newRedisPrefix, openDeployment, token, type Deployment } from './support.js';
+import { chat, expectRefused, fakeModel, first, hasRedis, limitedProject, newRedisPrefix, openDeployment, storedUsage, token, type Deployment } from './support.js';
 
 /**
  * Budget counters start from stored usage (usage_hourly) when they are missing: after a restart with in-process
@@ -90,6 +90,23 @@ for (const backend of BACKENDS) {
       expect((await chat(first(d).app, c.value, model)).statusCode).toBe(200);
       expect(fake.requests.at(-1)!.body.max_tokens).toBe(5);
       expectRefused(await chat(first(d).app, a.value, model), 'budget_exceeded', null);
+    });
+
+    it('the first call after a restart seeds every budget counter it meets (token and project, tokens and cost)', async () => {
+      fake.usage = { prompt: 10, completion: 20 };
+      await d.start();
+      const budget = { maxTokens: 1_000, maxCostUsd: 1, period: 'day' };
+      const project = await limitedProject(d, { budget });
+      const model = await fakeModel(d, fake, { pricing: { inputPer1M: 1, outputPer1M: 2, currency: 'USD' } }, project.key);
+      const t = await token(d, { projectId: project.key, budget: { ...budget, period: 'month' } });
+      expect((await chat(first(d).app, t.value, model)).statusCode).toBe(200);
+      await d.stop();
+
+      // Four counters to seed from stored usage: each admission attempt finds one of them missing.
+      await d.start();
+      const again = await chat(first(d).app, t.value, model);
+      expect(again.statusCode, again.body).toBe(200);
+      expect((await storedUsage(d, { tokenId: t.id })).events).toBe(2);
     });
 
     it('a budget that was used up stays used up after a restart', async () => {

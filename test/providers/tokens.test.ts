@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { contentText, estimateChatInput, estimateEmbeddingInput, estimateTokens } from '../../src/providers/tokens.js';
+import { contentText, estimateChatInput, estimateEmbeddingInput, estimateTokens, tokenCount, usageOf } from '../../src/providers/tokens.js';
 
 /** Unit tests of the token estimator used when an upstream reports no usage and for budget reservations. */
 
@@ -118,5 +118,27 @@ describe('estimateEmbeddingInput', () => {
     expect(estimateEmbeddingInput([1, 2, 3])).toBe(3);
     expect(estimateEmbeddingInput([[1, 2], [3, 4, 5]])).toBe(5);
     expect(estimateEmbeddingInput(undefined)).toBe(0);
+  });
+});
+
+describe('tokenCount and usageOf (what an upstream reports)', () => {
+  it('takes finite, non-negative numbers (rounded down) and nothing else', () => {
+    expect(tokenCount(12)).toBe(12);
+    expect(tokenCount(0)).toBe(0);
+    expect(tokenCount(7.9)).toBe(7);
+    for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY, '12', null, undefined, {}, [3], true]) expect(tokenCount(bad)).toBeUndefined();
+  });
+
+  it('usageOf never gives anything but whole non-negative numbers, whatever the usage object holds', () => {
+    fc.assert(
+      fc.property(fc.record({ prompt_tokens: fc.anything(), completion_tokens: fc.anything() }, { requiredKeys: [] }), (usage) => {
+        const counted = usageOf({ usage });
+        if (counted === null) return;
+        for (const n of [counted.inputTokens, counted.outputTokens]) expect(Number.isInteger(n) && n >= 0).toBe(true);
+      }),
+    );
+    expect(usageOf({ usage: { prompt_tokens: 3, completion_tokens: 'x' } })).toEqual({ inputTokens: 3, outputTokens: 0, estimated: false });
+    expect(usageOf({ usage: { completion_tokens: 3 } })).toBeNull();
+    expect(usageOf({})).toBeNull();
   });
 });

@@ -7,7 +7,7 @@ import { unixSeconds } from '../../platform/time.js';
 import { lazy } from '../../platform/lazy.js';
 import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
-import { estimateChatInput, estimateEmbeddingInput, estimateTokens } from '../../providers/tokens.js';
+import { estimateChatInput, estimateEmbeddingInput, estimateTokens, usageOf } from '../../providers/tokens.js';
 import type { Capability, ChatChunk, JsonObject, JsonResult, Provider, ProviderType, Usage } from '../../providers/types.js';
 import type { Judge } from '../guardrails/engines.js';
 import type { EvaluationContext, GuardrailEvaluator } from '../guardrails/evaluator.js';
@@ -399,10 +399,7 @@ export class InferenceService {
     let status = 200;
     let last: ChatChunk | null = null;
     const count = (chunk: ChatChunk) => {
-      const reported = chunk.data.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
-      if (reported && typeof reported.prompt_tokens === 'number') {
-        usage = { inputTokens: reported.prompt_tokens, outputTokens: Number(reported.completion_tokens ?? 0), estimated: false };
-      }
+      if (chunk.data.usage) usage = usageOf(chunk.data) ?? usage;
       const choices = chunk.data.choices as { delta?: { content?: unknown } }[] | undefined;
       if (Array.isArray(choices)) for (const choice of choices) if (typeof choice?.delta?.content === 'string') text += choice.delta.content;
     };

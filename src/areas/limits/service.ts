@@ -79,7 +79,6 @@ export interface Reservation {
 }
 
 const MINUTE_MS = 60_000;
-const SEED_ATTEMPTS = 3;
 
 function periodBounds(period: Budget['period'], now: number): { start: number; end: number | null } {
   const date = new Date(now);
@@ -143,7 +142,10 @@ export class LimitService {
     if (!subjects.some((s) => s.budget || s.rateLimit)) return null;
     const planned = this.plan(subjects, estimate, Date.now());
     if (planned.length === 0) return null;
-    for (let attempt = 0; attempt < SEED_ATTEMPTS; attempt++) {
+    // Each attempt that finds an unseeded counter seeds it, so every budget counter may need one attempt of its own
+    // (a token and a project budget on tokens and cost: four, after a restart or at a new period).
+    const attempts = planned.filter((c) => c.seeded).length + 1;
+    for (let attempt = 0; attempt < attempts; attempt++) {
       const outcome = await this.counters.reserve(planned, { desired: estimate.desiredOutput, minimum: estimate.minimumOutput });
       if (outcome.ok) {
         return {
