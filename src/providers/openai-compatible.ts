@@ -13,6 +13,17 @@ export interface OpenAiStyleEndpoint {
 }
 
 /**
+ * The field that limits a chat call's output when Waygate sets one the client did not: OpenAI's own API and Azure
+ * OpenAI take `max_completion_tokens` (their reasoning models refuse `max_tokens`); other OpenAI-compatible servers
+ * are sent `max_tokens`, the field they all know.
+ */
+export function outputLimitField(target: Pick<ModelTarget, 'type' | 'baseUrl'>): 'max_tokens' | 'max_completion_tokens' {
+  if (target.type === 'azure-openai') return 'max_completion_tokens';
+  if (target.type !== 'openai-compatible' || !target.baseUrl) return 'max_tokens';
+  return URL.canParse(target.baseUrl) && new URL(target.baseUrl).hostname === 'api.openai.com' ? 'max_completion_tokens' : 'max_tokens';
+}
+
+/**
  * The one base for every upstream that speaks OpenAI's API (OpenAI, vLLM, Ollama, LM Studio, OpenRouter, Together,
  * Azure OpenAI): bodies are forwarded with `model` replaced, answers are forwarded byte for byte.
  */

@@ -89,6 +89,39 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     expect(fake().requests.at(-1)!.body.max_tokens).toBe(7);
   });
 
+  it('a call is reserved at the dearest price of its model and fallbacks: a dearer fallback cannot pass a cost budget', async () => {
+    const dear = await fakeModel(d, fake(), { upstreamModel: 'fake-dear', pricing: { inputPer1M: 0, outputPer1M: 100_000, currency: 'USD' } });
+    const cheap = await fakeModel(d, fake(), { upstreamModel: 'fake-cheap', pricing: { inputPer1M: 0, outputPer1M: 1_000, currency: 'USD' }, fallbacks: [dear] });
+    // $1 buys 1,000 output tokens of the cheap model and 10 of the dear one, which may end up answering.
+    const t = await token(d, { budget: { maxCostUsd: 1, period: 'total' } });
+    expect((await chat(app, t.value, cheap, { max_tokens: 500 })).statusCode).toBe(200);
+    expect(fake().requests.at(-1)!.body).toMatchObject({ model: 'fake-cheap', max_tokens: 10 });
+  });
+
+  it('a call with n choices reserves max_tokens for each, and caps each at its share of what is left', async () => {
+    const t = await token(d, { budget: { maxTokens: 1000, period: 'total' } });
+    // 990 left after the input, shared by 4 choices.
+    expect((await chat(app, t.value, model, { n: 4 })).statusCode).toBe(200);
+    expect(fake().requests.at(-1)!.body).toMatchObject({ n: 4, max_tokens: 247 });
+    // 970 left, 960 after the input: 4 x 100 fits and is sent as asked.
+    expect((await chat(app, t.value, model, { n: 4, max_tokens: 100 })).statusCode).toBe(200);
+    expect(fake().requests.at(-1)!.body).toMatchObject({ n: 4, max_tokens: 100 });
+    // 4 x 300 does not: 940 left, 930 after the input, 232 for each choice.
+    expect((await chat(app, t.value, model, { n: 4, max_tokens: 300 })).statusCode).toBe(200);
+    expect(fake().requests.at(-1)!.body).toMatchObject({ n: 4, max_tokens: 232 });
+  });
+
+  it('a call with more choices than output tokens left is refused without an upstream call', async () => {
+    // 13 tokens: 3 left after the 10 of input, one token each for 3 choices but not for 4.
+    const t = await token(d, { budget: { maxTokens: 13, period: 'total' } });
+    const before = fake().requests.length;
+    expectRefused(await chat(app, t.value, model, { n: 4 }), 'budget_exceeded', null);
+    expect(fake().requests.length).toBe(before);
+    fake().usage = { prompt: 10, completion: 3 };
+    expect((await chat(app, t.value, model, { n: 3 })).statusCode).toBe(200);
+    expect(fake().requests.at(-1)!.body).toMatchObject({ n: 3, max_tokens: 1 });
+  });
+
   it('streamed calls are settled with the usage the stream reports', async () => {
     const t = await token(d, { budget: { maxTokens: 75, period: 'total' } });
     for (let i = 0; i < 2; i++) {

@@ -8,7 +8,8 @@ import { lazy } from '../../platform/lazy.js';
 import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
 import { estimateChatInput, estimateEmbeddingInput, estimateTokens, usageOf } from '../../providers/tokens.js';
-import type { Capability, ChatChunk, JsonObject, JsonResult, Provider, ProviderType, Usage } from '../../providers/types.js';
+import { outputLimitField } from '../../providers/openai-compatible.js';
+import type { Capability, ChatChunk, JsonObject, JsonResult, ModelTarget, Provider, ProviderType, Usage } from '../../providers/types.js';
 import type { Judge } from '../guardrails/engines.js';
 import type { EvaluationContext, GuardrailEvaluator } from '../guardrails/evaluator.js';
 import { hasGuardrails, usesJudge, type GuardrailService } from '../guardrails/service.js';
@@ -77,13 +78,39 @@ function requestedMaxTokens(body: JsonObject): number | undefined {
   return typeof value === 'number' ? value : undefined;
 }
 
-/** The request with its output capped at the reservation's allowance, when a budget or tpm limit set one. */
-function capped(body: JsonObject, reservation: Reservation | null): JsonObject {
+/** How many choices a chat call asks for (`n`). max_tokens bounds each of them, and usage sums them all. */
+function choiceCount(body: JsonObject): number {
+  return typeof body.n === 'number' && Number.isInteger(body.n) && body.n > 1 ? body.n : 1;
+}
+
+/** Output tokens a chat call may use in all: its max_tokens (or the default reserve) for every choice. */
+function desiredChatOutput(body: JsonObject): number {
+  return (requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE) * choiceCount(body);
+}
+
+/**
+ * The request with its output capped at the reservation's allowance (shared by its choices), when a budget or tpm
+ * limit set one. A request that names no limit gets the field its upstream expects.
+ */
+function capped(body: JsonObject, reservation: Reservation | null, target: ModelTarget): JsonObject {
   if (!reservation?.capped) return body;
+  const perChoice = Math.floor(reservation.allowance / choiceCount(body));
   const requested = requestedMaxTokens(body);
-  if (requested !== undefined && requested <= reservation.allowance) return body;
-  const field = body.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens';
-  return { ...body, [field]: reservation.allowance };
+  if (requested !== undefined && requested <= perChoice) return body;
+  const field = body.max_completion_tokens !== undefined ? 'max_completion_tokens' : body.max_tokens !== undefined ? 'max_tokens' : outputLimitField(target);
+  return { ...body, [field]: perChoice };
+}
+
+/** The highest prices among the models a call may be answered by: a fallback then never costs more than was reserved. */
+function dearestPricing(candidates: ResolvedModel[]): { input: number; output: number } {
+  let input = 0;
+  let output = 0;
+  for (const model of candidates) {
+    const pricing = model.record.pricing ?? NO_PRICE;
+    input = Math.max(input, pricing.inputPer1M);
+    output = Math.max(output, pricing.outputPer1M);
+  }
+  return { input, output };
 }
 
 /** The client-facing error for a failed upstream call (interface section 7, OpenAI's error shape). */
@@ -216,16 +243,17 @@ export class InferenceService {
     return subjects;
   }
 
-  private async admit(caller: Caller, model: ResolvedModel, estimateInput: () => number, desiredOutput: number): Promise<Reservation | null> {
+  /** `choices`: a chat call's n, each of which needs at least one output token. */
+  private async admit(caller: Caller, candidates: ResolvedModel[], estimateInput: () => number, desiredOutput: number, choices = 1): Promise<Reservation | null> {
     const subjects = await this.subjects(caller);
     if (subjects.length === 0) return null;
-    const pricing = model.record.pricing ?? NO_PRICE;
+    const pricing = dearestPricing(candidates);
     const estimate: Estimate = {
       inputTokens: estimateInput(),
       desiredOutput,
-      minimumOutput: desiredOutput > 0 ? 1 : 0,
-      inputPricePerToken: pricing.inputPer1M / 1e6,
-      outputPricePerToken: pricing.outputPer1M / 1e6,
+      minimumOutput: desiredOutput > 0 ? choices : 0,
+      inputPricePerToken: pricing.input / 1e6,
+      outputPricePerToken: pricing.output / 1e6,
     };
     return this.limits.admit(subjects, estimate);
   }
@@ -283,7 +311,7 @@ export class InferenceService {
   private async jsonCall(
     caller: Caller,
     body: JsonObject,
-    options: { capability: Capability; service: string; endpoint: string; estimateInput: () => number; desiredOutput: number; charged?: boolean },
+    options: { capability: Capability; service: string; endpoint: string; estimateInput: () => number; desiredOutput: number; choices?: number; charged?: boolean },
     guarded: GuardedTexts | null,
     run: (provider: Provider, model: ResolvedModel, body: JsonObject) => Promise<JsonResult>,
   ): Promise<JsonAnswer> {
@@ -291,13 +319,13 @@ export class InferenceService {
     const primary = candidates[0]!;
     const guards = guarded && hasGuardrails(primary.record) ? await this.guardrails.forModel(caller.scope, primary.record) : NO_GUARDS;
     // Admission first: a caller over its limits gets its 429 before any guardrail (or judge model) runs.
-    const reservation = options.charged ? null : await this.admit(caller, primary, options.estimateInput, options.desiredOutput);
+    const reservation = options.charged ? null : await this.admit(caller, candidates, options.estimateInput, options.desiredOutput, options.choices);
     let model = primary;
     let usage: Usage | null = null;
     let upstreamMs = 0;
     try {
       const sent = guarded ? await this.guardInput(caller, primary, guards.input, body, guarded.input) : body;
-      const upstreamBody = capped(sent, reservation);
+      const upstreamBody = capped(sent, reservation, primary.target);
       const first = await this.firstAnswer(candidates, (m) => run(this.providers[m.record.provider.type], m, upstreamBody));
       ({ model } = first);
       upstreamMs = first.answer.upstreamMs;
@@ -322,8 +350,8 @@ export class InferenceService {
   // Token estimates are needed only under a limit or when an upstream reports no usage: computed on first use.
   chat(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
     const estimateInput = lazy(() => estimateChatInput(body));
-    const desiredOutput = requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE;
-    return this.jsonCall(caller, body, { capability: 'chat', service: 'chat', endpoint: '/chat/completions', estimateInput, desiredOutput }, CHAT_TEXTS, (provider, model, upstreamBody) =>
+    const chatOutput = { desiredOutput: desiredChatOutput(body), choices: choiceCount(body) };
+    return this.jsonCall(caller, body, { capability: 'chat', service: 'chat', endpoint: '/chat/completions', estimateInput, ...chatOutput }, CHAT_TEXTS, (provider, model, upstreamBody) =>
       provider.chat(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
     );
   }
@@ -351,10 +379,10 @@ export class InferenceService {
     const primary = candidates[0]!;
     const guards = hasGuardrails(primary.record) ? await this.guardrails.forModel(caller.scope, primary.record) : NO_GUARDS;
     const estimateInput = lazy(() => estimateChatInput(body));
-    const reservation = await this.admit(caller, primary, estimateInput, requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE);
+    const reservation = await this.admit(caller, candidates, estimateInput, desiredChatOutput(body), choiceCount(body));
     let started: { model: ResolvedModel; answer: Awaited<ReturnType<Provider['chatStream']>> };
     try {
-      const upstreamBody = capped(await this.guardInput(caller, primary, guards.input, body, chatInputTexts), reservation);
+      const upstreamBody = capped(await this.guardInput(caller, primary, guards.input, body, chatInputTexts), reservation, primary.target);
       started = await this.firstAnswer(candidates, (m) => this.providers[m.record.provider.type].chatStream(m.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }));
     } catch (err) {
       await this.settle(reservation, candidates[0]!, null);
