@@ -75,6 +75,21 @@ describe('upstream faults', () => {
     expect(sent()).toBe(before + 1);
   });
 
+  it("an upstream 401 (the model's own key refused) is a 502 that does not echo the upstream's text", async () => {
+    fake.queue({ status: 401, body: { error: { message: 'Incorrect API key provided: sk-abc***xyz.', type: 'invalid_request_error', code: 'invalid_api_key' } } });
+    const before = sent();
+    const error = expectError(await chat(), 502, 'upstream_error');
+    expect(error.message).toMatch(/credentials configured for it \(status 401\)/);
+    expect(JSON.stringify(error)).not.toContain('sk-abc');
+    expect(sent()).toBe(before + 1);
+  });
+
+  it('an upstream redirect is a 502, not passed through without its Location', async () => {
+    fake.queue({ status: 302, headers: { location: 'http://127.0.0.1:1/elsewhere' }, raw: '' });
+    const error = expectError(await post(s.t, s.token.value, '/embeddings', { model, input: 'x' }), 502, 'upstream_error');
+    expect(error.message).toContain('302');
+  });
+
   it('an upstream 5xx is retried (1 + retries attempts), then answered 502 {error}', async () => {
     fake.queue(...times(ATTEMPTS, { status: 503 }));
     const before = sent();

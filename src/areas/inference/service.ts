@@ -119,6 +119,10 @@ function clientError(err: UpstreamError): AppError {
     case 'http': {
       const status = err.status ?? 502;
       if (status >= 500) return ERRORS.upstreamFailed(`Upstream model failed with status ${status}: ${asText(err.body?.error.message)}`.trim());
+      // Not the client's doing: a redirect Waygate does not follow, or the model's own credentials refused. Passed
+      // through, a 401 would say the caller's token is bad, and the upstream's text can quote part of the key.
+      if (status < 400) return ERRORS.upstreamFailed(`Upstream model answered with status ${status}, which Waygate does not follow`);
+      if (status === 401 || status === 407) return ERRORS.upstreamFailed(`Upstream model refused the credentials configured for it (status ${status}); check the model's provider apiKey`);
       return ERRORS.upstreamRejected(status, err.body ?? { error: { message: err.message, type: 'upstream_error' } }, err.retryAfterMs);
     }
     case 'timeout':
@@ -464,9 +468,10 @@ export class InferenceService {
     } catch (err) {
       if (caller.signal.aborted) {
         status = STATUS_CLIENT_CLOSED;
-      } else if (err instanceof AppError && err.type === 'guardrail_block') {
-        // An output guardrail stopped the stream: what it held back is never sent.
-        status = 400;
+      } else if (err instanceof AppError) {
+        // An output guardrail stopped the stream (what it held back is never sent), or its judge model failed: the
+        // error a non-streamed call would get.
+        status = err.statusCode;
         yield `data: ${JSON.stringify({ error: { message: err.message, type: err.type, code: err.code, ...err.details } })}\n\n`;
         yield 'data: [DONE]\n\n';
       } else {
