@@ -191,6 +191,19 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     expectRefused(await chat(app, t.value, projectModel), 'budget_exceeded', null);
   });
 
+  it('a budget changed while usage is still buffered starts from that usage too', async () => {
+    const project = await limitedProject(d, { budget: { maxTokens: 100, period: 'total' } });
+    const projectModel = await fakeModel(d, fake(), {}, project.key);
+    const t = await token(d, { projectId: project.key });
+    for (let i = 0; i < 2; i++) expect((await chat(app, t.value, projectModel)).statusCode).toBe(200);
+    // The two usage events wait in this instance's buffer; the new budget's counter starts from stored usage.
+    const patched = await call(app, d.session, { method: 'PATCH', url: `/api/projects/${project.key}`, payload: { budget: { maxTokens: 76, period: 'total' } } });
+    expect(patched.statusCode).toBe(200);
+    // 60 of 76 used: 6 left after the input.
+    expect((await chat(app, t.value, projectModel)).statusCode).toBe(200);
+    expect(fake().requests.at(-1)!.body.max_tokens).toBe(6);
+  });
+
   it('embeddings count against a token budget, and are refused without an upstream call once it is spent', async () => {
     const embedder = await fakeModel(d, fake(), { capabilities: ['embeddings'] });
     const t = await token(d, { budget: { maxTokens: 30, period: 'total' } });

@@ -60,8 +60,12 @@ export class UsageService {
     return this.writer.flush();
   }
 
-  /** Stored tokens and cost since a moment (hour-aligned): what budgets start from after a restart. */
-  totalsSince(scope: UsageScope, since: number): Promise<{ tokens: number; cost: number }> {
+  /**
+   * Stored tokens and cost since a moment (hour-aligned): what a budget counter starts from (after a restart, at a
+   * new period, when limits change). This instance's buffered events are written first, so that they count.
+   */
+  async totalsSince(scope: UsageScope, since: number): Promise<{ tokens: number; cost: number }> {
+    await this.writer.flush();
     return this.store.totalsSince(scope, since);
   }
 
