@@ -135,7 +135,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const models: ModelService = new ModelService(new ModelStore(db, database.dialect), secrets, bus, config.localModels, {
       checkAttached: (scope, key, attached) => guardrails.checkModelGuardrails(scope, key, attached),
       checkJudgeChange: (scope, key, capabilities) => guardrails.checkJudgeChange(scope, key, capabilities),
-    });
+    }, log);
     await models.start();
     const guardrailStore = new GuardrailStore(db, database.dialect);
     const guardrails: GuardrailService = new GuardrailService(guardrailStore, models, bus, log);

@@ -10,6 +10,8 @@ import { asText } from '../platform/text.js';
 import { unixSeconds } from '../platform/time.js';
 
 const ANTHROPIC_VERSION = '2023-06-01';
+/** Where an anthropic model without a baseUrl goes. */
+export const ANTHROPIC_BASE_URL = 'https://api.anthropic.com/v1';
 /** Anthropic requires max_tokens; this is used when the chat request sets none. */
 export const ANTHROPIC_DEFAULT_MAX_TOKENS = 4096;
 
@@ -205,7 +207,7 @@ function anthropicError(parsed: unknown, status: number): { error: Record<string
 /** Anthropic's Messages API behind chat completions (streaming included); no embeddings or moderation. */
 export function anthropic(client: UpstreamClient): Provider {
   const request = (target: ModelTarget, body: JsonObject, stream: boolean, options: CallOptions) => ({
-    url: joinUrl(target.baseUrl ?? 'https://api.anthropic.com/v1', 'messages'),
+    url: joinUrl(target.baseUrl ?? ANTHROPIC_BASE_URL, 'messages'),
     headers: {
       ...target.headers,
       'anthropic-version': ANTHROPIC_VERSION,

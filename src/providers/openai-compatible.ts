@@ -4,6 +4,9 @@ import { parseSse } from './sse.js';
 import { usageOf } from './tokens.js';
 import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
 
+/** Where an openai-compatible model without a baseUrl goes: OpenAI's own API. */
+export const OPENAI_BASE_URL = 'https://api.openai.com/v1';
+
 export type Operation = 'chat/completions' | 'embeddings' | 'moderations';
 
 /** Where an OpenAI-style upstream takes an operation, and how it is authenticated. */
@@ -94,7 +97,7 @@ export function joinUrl(base: string, path: string): string {
 /** Plain OpenAI-compatible servers: `{baseUrl}/chat/completions` with a bearer key. */
 export function openAiCompatible(client: UpstreamClient): Provider {
   return new OpenAiStyleProvider(client, {
-    url: (target, operation) => joinUrl(target.baseUrl ?? 'https://api.openai.com/v1', operation),
+    url: (target, operation) => joinUrl(target.baseUrl ?? OPENAI_BASE_URL, operation),
     authHeaders: (target): Record<string, string> => (target.apiKey ? { authorization: `Bearer ${target.apiKey}` } : {}),
   });
 }

@@ -1,6 +1,7 @@
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBase32 } from '../../src/platform/ids.js';
+import { SecretBox } from '../../src/platform/secrets.js';
 import { BACKENDS, call, createTestApp, flushAudit, type TestApp } from '../helpers/app.js';
 import { startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { chatBody } from '../helpers/models.js';
@@ -167,5 +168,57 @@ describe.each(BACKENDS)('model secrets on %s', (backend) => {
     expect(res.json().model.provider).toMatchObject({ hasApiKey: false, headerNames: [] });
     const row = await t.ctx.database.db.selectFrom('models').select('provider_secrets').where('key', '=', key).executeTakeFirstOrThrow();
     expect(row.provider_secrets).toBeNull();
+  });
+  it('stored credentials do not follow a model to another origin or provider type', async () => {
+    const moving = `mv-${randomBase32(8).toLowerCase()}`;
+    const created = await dashboard('POST', '/api/models', { key: moving, provider: { type: 'openai-compatible', baseUrl: fake.baseUrl, apiKey }, capabilities: ['chat'] });
+    expect(created.statusCode).toBe(201);
+    for (const provider of [{ baseUrl: 'https://attacker.example/v1' }, { baseUrl: null }, { type: 'anthropic' }, { baseUrl: 'https://attacker.example/v1', headers: null }]) {
+      const refused = await dashboard('PATCH', `/api/models/${moving}`, { provider });
+      expect(refused.statusCode, JSON.stringify(provider)).toBe(400);
+      expect(refused.json().error.message).toMatch(/must be sent again/);
+    }
+    // Another path on the same origin keeps the key.
+    const samePlace = await dashboard('PATCH', `/api/models/${moving}`, { provider: { baseUrl: `${fake.baseUrl}/` } });
+    expect(samePlace.statusCode, samePlace.body).toBe(200);
+    expect(samePlace.json().model.provider.hasApiKey).toBe(true);
+    const moved = await dashboard('PATCH', `/api/models/${moving}`, { provider: { baseUrl: 'https://elsewhere.example/v1', apiKey: null, headers: null } });
+    expect(moved.statusCode, moved.body).toBe(200);
+    expect(moved.json().model.provider).toMatchObject({ baseUrl: 'https://elsewhere.example/v1', hasApiKey: false });
+    // Without credentials a model moves freely.
+    expect((await dashboard('PATCH', `/api/models/${moving}`, { provider: { type: 'anthropic', baseUrl: null } })).statusCode).toBe(200);
+  });
+
+  it('a model whose credentials cannot be decrypted (another secret key) fails alone, with 503, until they are set again', async () => {
+    const plain = `plain-${randomBase32(8).toLowerCase()}`;
+    const keyOnly = `ko-${randomBase32(8).toLowerCase()}`;
+    const both = `both-${randomBase32(8).toLowerCase()}`;
+    const provider = { type: 'openai-compatible', baseUrl: fake.baseUrl };
+    expect((await dashboard('POST', '/api/models', { key: plain, provider, capabilities: ['chat'] })).statusCode).toBe(201);
+    expect((await dashboard('POST', '/api/models', { key: keyOnly, provider: { ...provider, apiKey }, capabilities: ['chat'] })).statusCode).toBe(201);
+    expect((await dashboard('POST', '/api/models', { key: both, provider: { ...provider, apiKey, headers: { 'X-Secret-Header': headerValue } }, capabilities: ['chat'] })).statusCode).toBe(201);
+    const foreign = new SecretBox(randomBase32(40)).encrypt(JSON.stringify({ apiKey: 'sealed-elsewhere' }));
+    await t.ctx.database.db.updateTable('models').set({ provider_secrets: foreign }).where('key', 'in', [keyOnly, both]).execute();
+    // Any change in the project makes every instance load its models again.
+    expect((await dashboard('PATCH', `/api/models/${plain}`, { name: 'reload' })).statusCode).toBe(200);
+
+    expect((await dashboard('GET', '/api/models')).statusCode).toBe(200);
+    expect((await client('/api/client/v1/chat/completions', chatBody(plain))).statusCode).toBe(200);
+    const before = fake.requests.length;
+    const broken = await client('/api/client/v1/chat/completions', chatBody(keyOnly));
+    expect(broken.statusCode).toBe(503);
+    expect(broken.json().error.message).toMatch(/cannot be decrypted.*PATCH \/api\/models\//);
+    expect(fake.requests.length).toBe(before);
+
+    // A change that leaves the credentials alone keeps them sealed as they are; half of them cannot be kept.
+    expect((await dashboard('PATCH', `/api/models/${both}`, { name: 'renamed' })).statusCode).toBe(200);
+    const half = await dashboard('PATCH', `/api/models/${both}`, { provider: { apiKey: newApiKey } });
+    expect(half.statusCode).toBe(400);
+    expect(half.json().error.message).toMatch(/cannot be decrypted/);
+    // Setting them again mends the model.
+    expect((await dashboard('PATCH', `/api/models/${keyOnly}`, { provider: { apiKey: newApiKey } })).statusCode).toBe(200);
+    const mended = await client('/api/client/v1/chat/completions', chatBody(keyOnly));
+    expect(mended.statusCode, mended.body).toBe(200);
+    expect(fake.requests.at(-1)!.headers.authorization).toBe(`Bearer ${newApiKey}`);
   });
 });

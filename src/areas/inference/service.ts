@@ -266,6 +266,10 @@ export class InferenceService {
   private async firstAnswer<T>(candidates: ResolvedModel[], call: (model: ResolvedModel) => Promise<T>): Promise<{ model: ResolvedModel; answer: T }> {
     let last: unknown;
     for (const model of candidates) {
+      if (model.unreadable) {
+        last = ERRORS.unavailable(`Model "${model.record.key}" cannot be called: its stored provider credentials cannot be decrypted (the secret key changed); set provider.apiKey and provider.headers again with PATCH /api/models/${model.record.key}`);
+        continue;
+      }
       try {
         return { model, answer: await call(model) };
       } catch (err) {

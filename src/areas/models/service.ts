@@ -1,10 +1,13 @@
+import type { Logger } from 'pino';
 import { isUniqueViolation } from '../../db/errors.js';
 import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import type { Bus } from '../../platform/bus.js';
 import { newId } from '../../platform/ids.js';
 import type { SecretBox } from '../../platform/secrets.js';
+import { ANTHROPIC_BASE_URL } from '../../providers/anthropic.js';
 import { LOCAL_CHAT_MODEL, LOCAL_EMBED_MODEL } from '../../providers/local.js';
+import { OPENAI_BASE_URL } from '../../providers/openai-compatible.js';
 import type { Capability, MockOptions, ModelTarget, ProviderType } from '../../providers/types.js';
 import type { ModelGuardrails, ModelRecord, ModelStore, Pricing, ProviderSettings } from './store.js';
 import { ProjectCache } from '../../platform/project-cache.js';
@@ -39,11 +42,23 @@ export interface ModelInput {
 
 export type ModelPatch = Partial<Omit<ModelInput, 'key' | 'provider'>> & { provider?: Partial<ProviderInput> };
 
-/** A model ready to call: its record and the decrypted target the provider needs. */
+/**
+ * A model ready to call: its record and the decrypted target the provider needs. `unreadable`: its stored
+ * credentials could not be decrypted (the secret key changed), so it must not be called; the target has none.
+ */
 export interface ResolvedModel {
   record: ModelRecord;
   target: ModelTarget;
+  unreadable?: true;
 }
+
+/** Where a model's calls (and so its credentials) go: the provider type and the origin of its base URL. */
+function destinationOf(provider: Pick<ProviderSettings, 'type' | 'baseUrl'>): string {
+  const url = provider.baseUrl ?? DEFAULT_BASE_URLS[provider.type];
+  return `${provider.type} ${url ? new URL(url).origin : ''}`;
+}
+
+const DEFAULT_BASE_URLS: Partial<Record<ProviderType, string>> = { 'openai-compatible': OPENAI_BASE_URL, anthropic: ANTHROPIC_BASE_URL };
 
 interface Secrets {
   apiKey?: string;
@@ -120,8 +135,9 @@ export class ModelService {
     bus: Bus,
     private readonly localModels: boolean,
     private readonly guardrails: GuardrailLinks,
+    private readonly log: Logger,
   ) {
-    this.cache = new ProjectCache(bus, CHANGED_TOPIC, (scope) => this.loadModels(scope));
+    this.cache = new ProjectCache(bus, CHANGED_TOPIC, (scope) => this.loadModels(scope), log);
   }
 
   async start(): Promise<void> {
@@ -170,7 +186,7 @@ export class ModelService {
       createdAt: now,
       updatedAt: now,
     };
-    const ready = await this.apply(scope, model, input, {});
+    const ready = await this.apply(scope, model, input);
     try {
       await this.store.insert(ready);
     } catch (err) {
@@ -183,10 +199,9 @@ export class ModelService {
   async update(scope: ProjectScope, key: string, patch: ModelPatch): Promise<ModelRecord> {
     const current = await this.store.find(scope, key);
     if (!current) throw this.missingOrBuiltIn(key);
-    const secrets = current.secrets ? (JSON.parse(this.secrets.decrypt(current.secrets)) as Secrets) : {};
     // Provider fields the patch omits keep their stored values in apply(); a new type starts without the old baseUrl.
     const provider: ProviderInput = { ...patch.provider, type: patch.provider?.type ?? current.provider.type };
-    const updated = await this.apply(scope, { ...current, updatedAt: Date.now() }, { ...patch, key, provider, capabilities: patch.capabilities ?? current.capabilities }, secrets);
+    const updated = await this.apply(scope, { ...current, updatedAt: Date.now() }, { ...patch, key, provider, capabilities: patch.capabilities ?? current.capabilities });
     await this.store.update(updated);
     await this.changed(scope);
     return updated;
@@ -203,7 +218,7 @@ export class ModelService {
   }
 
   /** Validates an input against the project and writes it onto the record (sealing secrets). */
-  private async apply(scope: ProjectScope, model: ModelRecord, input: Omit<ModelInput, 'provider'> & { provider: ProviderInput }, stored: Secrets): Promise<ModelRecord> {
+  private async apply(scope: ProjectScope, model: ModelRecord, input: Omit<ModelInput, 'provider'> & { provider: ProviderInput }): Promise<ModelRecord> {
     const p = input.provider;
     const type = p.type;
     const baseUrl = p.baseUrl === undefined ? (type === model.provider.type ? model.provider.baseUrl : null) : p.baseUrl;
@@ -221,31 +236,64 @@ export class ModelService {
     if (input.guardrails) await this.guardrails.checkAttached(scope, model.key, { input: input.guardrails.input ?? model.guardrails.input, output: input.guardrails.output ?? model.guardrails.output });
     await this.guardrails.checkJudgeChange(scope, model.key, capabilities);
     const fallbacks = input.fallbacks ?? model.fallbacks;
-    const secrets: Secrets = {
-      apiKey: p.apiKey === undefined ? stored.apiKey : (p.apiKey ?? undefined),
-      headers: p.headers === undefined ? stored.headers : (p.headers ?? undefined),
-    };
-    const hasSecrets = secrets.apiKey !== undefined || Object.keys(secrets.headers ?? {}).length > 0;
+    const sealed = this.sealSecrets(model, { type, baseUrl }, p);
     const provider: ProviderSettings = {
       type,
       baseUrl,
       apiVersion: p.apiVersion === undefined ? model.provider.apiVersion : p.apiVersion,
       deployment: p.deployment === undefined ? model.provider.deployment : p.deployment,
       mock: p.mock === undefined ? model.provider.mock : p.mock,
-      headerNames: Object.keys(secrets.headers ?? {}),
-      hasApiKey: secrets.apiKey !== undefined,
+      headerNames: sealed.headerNames,
+      hasApiKey: sealed.hasApiKey,
     };
     return {
       ...model,
       name: input.name ?? model.name,
       provider,
-      secrets: hasSecrets ? this.secrets.encrypt(JSON.stringify(secrets)) : null,
+      secrets: sealed.secrets,
       upstreamModel,
       capabilities,
       pricing: input.pricing === undefined ? model.pricing : input.pricing,
       guardrails: { input: input.guardrails?.input ?? model.guardrails.input, output: input.guardrails?.output ?? model.guardrails.output },
       fallbacks,
     };
+  }
+
+  /**
+   * The model's sealed key and headers after an input. Stored ones are kept only while the model stays where it was:
+   * moving it to another provider type or origin must say again which key and headers go there (or null), or the old
+   * ones would follow it to a host of the editor's choosing. Untouched secrets stay sealed as they were.
+   */
+  private sealSecrets(model: ModelRecord, destination: Pick<ProviderSettings, 'type' | 'baseUrl'>, p: ProviderInput): { secrets: string | null; hasApiKey: boolean; headerNames: string[] } {
+    const keepsKey = p.apiKey === undefined && model.provider.hasApiKey;
+    const keepsHeaders = p.headers === undefined && model.provider.headerNames.length > 0;
+    if ((keepsKey || keepsHeaders) && destinationOf(destination) !== destinationOf(model.provider)) {
+      throw ERRORS.validation('provider.apiKey and provider.headers must be sent again (or null) when the provider type or the origin of baseUrl changes: stored credentials do not follow a model elsewhere');
+    }
+    if (p.apiKey === undefined && p.headers === undefined) return { secrets: model.secrets, hasApiKey: model.provider.hasApiKey, headerNames: model.provider.headerNames };
+    let stored: Secrets = {};
+    if (keepsKey || keepsHeaders) {
+      const opened = this.openSecrets(model);
+      if (!opened) throw ERRORS.validation('The stored provider credentials cannot be decrypted (the secret key changed): send provider.apiKey and provider.headers together (null to remove)');
+      stored = opened;
+    }
+    const secrets: Secrets = {
+      apiKey: p.apiKey === undefined ? stored.apiKey : (p.apiKey ?? undefined),
+      headers: p.headers === undefined ? stored.headers : (p.headers ?? undefined),
+    };
+    const headerNames = Object.keys(secrets.headers ?? {});
+    const hasApiKey = secrets.apiKey !== undefined;
+    return { secrets: hasApiKey || headerNames.length > 0 ? this.secrets.encrypt(JSON.stringify(secrets)) : null, hasApiKey, headerNames };
+  }
+
+  /** The model's decrypted key and headers; null when they cannot be decrypted (sealed with another secret key). */
+  private openSecrets(record: ModelRecord): Secrets | null {
+    if (!record.secrets) return {};
+    try {
+      return JSON.parse(this.secrets.decrypt(record.secrets)) as Secrets;
+    } catch {
+      return null;
+    }
   }
 
   private async checkFallbacks(scope: ProjectScope, key: string, fallbacks: string[]): Promise<void> {
@@ -257,8 +305,14 @@ export class ModelService {
     }
   }
 
-  private targetOf(record: ModelRecord): ModelTarget {
-    const secrets = record.secrets ? (JSON.parse(this.secrets.decrypt(record.secrets)) as Secrets) : {};
+  private resolved(record: ModelRecord): ResolvedModel {
+    const secrets = this.openSecrets(record);
+    if (secrets) return { record, target: this.targetOf(record, secrets) };
+    this.log.error({ model: record.key, projectId: record.projectId }, 'stored provider credentials of a model cannot be decrypted; it is not called until they are set again');
+    return { record, target: this.targetOf(record, {}), unreadable: true };
+  }
+
+  private targetOf(record: ModelRecord, secrets: Secrets): ModelTarget {
     return {
       key: record.key,
       type: record.provider.type,
@@ -275,7 +329,7 @@ export class ModelService {
   /** The project's models, decrypted once per load rather than on every call. */
   private async loadModels(scope: ProjectScope): Promise<Map<string, ResolvedModel>> {
     const models = new Map<string, ResolvedModel>();
-    for (const record of [...this.builtIns(scope), ...(await this.store.list(scope))]) models.set(record.key, { record, target: this.targetOf(record) });
+    for (const record of [...this.builtIns(scope), ...(await this.store.list(scope))]) models.set(record.key, this.resolved(record));
     return models;
   }
 
