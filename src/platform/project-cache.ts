@@ -12,6 +12,8 @@ const MAX_PROJECTS = 10_000;
  */
 export class ProjectCache<T> {
   private readonly entries = new Map<string, { value: T; until: number }>();
+  /** Counts the copies dropped: a load that overlapped a drop may have read the state from before the change. */
+  private drops = 0;
 
   /** `log`: where a failed announcement is reported (it is best effort either way). */
   constructor(
@@ -22,7 +24,7 @@ export class ProjectCache<T> {
   ) {}
 
   start(): Promise<void> {
-    return this.bus.subscribe(this.topic, (projectKey) => this.entries.delete(projectKey));
+    return this.bus.subscribe(this.topic, (projectKey) => this.drop(projectKey));
   }
 
   async get(scope: ProjectScope): Promise<T> {
@@ -30,16 +32,24 @@ export class ProjectCache<T> {
     const hit = this.entries.get(key);
     const now = Date.now();
     if (hit && hit.until > now) return hit.value;
+    const dropsBefore = this.drops;
     const value = await this.load(scope);
+    // Served, but not kept: a change landed while it loaded (rare; the next call loads again).
+    if (this.drops !== dropsBefore) return value;
     if (!this.entries.has(key) && this.entries.size >= MAX_PROJECTS) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(key, { value, until: now + TTL_MS });
     return value;
   }
 
+  private drop(key: string): void {
+    this.drops++;
+    this.entries.delete(key);
+  }
+
   /** Drops this instance's copy and tells the others to drop theirs. */
   async changed(scope: ProjectScope): Promise<void> {
     const key = projectKey(scope);
-    this.entries.delete(key);
+    this.drop(key);
     await this.bus.publish(this.topic, key).catch((err: unknown) => this.log?.warn({ err, topic: this.topic }, 'could not announce a change'));
   }
 }

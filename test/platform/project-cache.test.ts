@@ -23,4 +23,26 @@ describe('ProjectCache', () => {
     expect(await there.get(scope)).toBe('p1#5');
     expect(await here.get(other)).toBe('p2#2');
   });
+  it('a load that a change overtook is served but not kept: the next get loads the changed state', async () => {
+    const bus = new MemoryBus();
+    let stored = 'v1';
+    let release: () => void = () => {};
+    let slow = true;
+    const load = async () => {
+      const seen = stored;
+      if (slow) await new Promise<void>((resolve) => (release = resolve));
+      return seen;
+    };
+    const cache = new ProjectCache(bus, 'things.changed', load);
+    await cache.start();
+    // A reads v1, then the change commits and is announced while A's load is still running.
+    const racing = cache.get(scope);
+    await Promise.resolve();
+    stored = 'v2';
+    await cache.changed(scope);
+    release();
+    expect(await racing).toBe('v1');
+    slow = false;
+    expect(await cache.get(scope)).toBe('v2');
+  });
 });
