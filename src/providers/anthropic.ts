@@ -15,7 +15,14 @@ export const ANTHROPIC_BASE_URL = 'https://api.anthropic.com/v1';
 /** Anthropic requires max_tokens; this is used when the chat request sets none. */
 export const ANTHROPIC_DEFAULT_MAX_TOKENS = 4096;
 
-const STOP_REASONS: Record<string, string> = { end_turn: 'stop', stop_sequence: 'stop', max_tokens: 'length', tool_use: 'tool_calls', refusal: 'content_filter' };
+const STOP_REASONS: Record<string, string> = {
+  end_turn: 'stop',
+  stop_sequence: 'stop',
+  max_tokens: 'length',
+  model_context_window_exceeded: 'length',
+  tool_use: 'tool_calls',
+  refusal: 'content_filter',
+};
 
 type Block = Record<string, unknown>;
 
@@ -51,6 +58,8 @@ function translateMessages(messages: JsonObject[]): { system: string | undefined
   const system: string[] = [];
   const out: JsonObject[] = [];
   const push = (role: 'user' | 'assistant', blocks: Block[]) => {
+    // Anthropic refuses a message without content, which OpenAI allows ("" from an assistant, say).
+    if (blocks.length === 0) return;
     const last = out[out.length - 1];
     if (last && last.role === role) (last.content as Block[]).push(...blocks);
     else out.push({ role, content: blocks });
@@ -76,18 +85,19 @@ function translateMessages(messages: JsonObject[]): { system: string | undefined
   return { system: system.length > 0 ? system.join('\n\n') : undefined, messages: out };
 }
 
-function translateToolChoice(choice: unknown): JsonObject | undefined {
-  if (choice === 'auto') return { type: 'auto' };
-  if (choice === 'required') return { type: 'any' };
+function translateToolChoice(choice: unknown, parallel: unknown): JsonObject | undefined {
+  const single = parallel === false ? { disable_parallel_tool_use: true } : {};
+  if (choice === 'auto' || (choice === undefined && parallel === false)) return { type: 'auto', ...single };
+  if (choice === 'required') return { type: 'any', ...single };
   if (choice === 'none') return { type: 'none' };
   const name = (choice as { function?: { name?: unknown } } | null)?.function?.name;
-  return typeof name === 'string' ? { type: 'tool', name } : undefined;
+  return typeof name === 'string' ? { type: 'tool', name, ...single } : undefined;
 }
 
 /** A chat completions request as an Anthropic Messages request. */
 export function toAnthropicRequest(body: JsonObject, model: string, stream: boolean): JsonObject {
   const { system, messages } = translateMessages(Array.isArray(body.messages) ? (body.messages as JsonObject[]) : []);
-  const stop = typeof body.stop === 'string' ? [body.stop] : body.stop;
+  const stop = typeof body.stop === 'string' ? [body.stop] : (body.stop ?? undefined);
   const tools = Array.isArray(body.tools)
     ? (body.tools as unknown[]).filter(isObject).map((tool) => {
         const fn = (tool.function ?? {}) as JsonObject;
@@ -99,11 +109,12 @@ export function toAnthropicRequest(body: JsonObject, model: string, stream: bool
     messages,
     system,
     max_tokens: body.max_completion_tokens ?? body.max_tokens ?? ANTHROPIC_DEFAULT_MAX_TOKENS,
-    temperature: body.temperature,
-    top_p: body.top_p,
+    // OpenAI takes null for "the default"; Anthropic wants the field left out.
+    temperature: body.temperature ?? undefined,
+    top_p: body.top_p ?? undefined,
     stop_sequences: stop,
     tools,
-    tool_choice: translateToolChoice(body.tool_choice),
+    tool_choice: tools ? translateToolChoice(body.tool_choice, body.parallel_tool_calls) : undefined,
     stream: stream || undefined,
   };
   if (typeof body.user === 'string') request.metadata = { user_id: body.user };

@@ -126,13 +126,33 @@ describe('toAnthropicRequest: parameters', () => {
     ]);
   });
 
-  it('maps tool_choice auto, required, none and a named function', () => {
-    expect(req(messages, { tool_choice: 'auto' }).tool_choice).toEqual({ type: 'auto' });
-    expect(req(messages, { tool_choice: 'required' }).tool_choice).toEqual({ type: 'any' });
-    expect(req(messages, { tool_choice: 'none' }).tool_choice).toEqual({ type: 'none' });
-    expect(req(messages, { tool_choice: { type: 'function', function: { name: 'weather' } } }).tool_choice).toEqual({ type: 'tool', name: 'weather' });
-    expect(req(messages).tool_choice).toBeUndefined();
-    expect(req(messages, { tool_choice: null }).tool_choice).toBeUndefined();
+  it('maps tool_choice auto, required, none and a named function, and parallel_tool_calls false', () => {
+    const tools = [{ type: 'function', function: { name: 'weather', parameters: { type: 'object', properties: {} } } }];
+    expect(req(messages, { tools, tool_choice: 'auto' }).tool_choice).toEqual({ type: 'auto' });
+    expect(req(messages, { tools, tool_choice: 'required' }).tool_choice).toEqual({ type: 'any' });
+    expect(req(messages, { tools, tool_choice: 'none' }).tool_choice).toEqual({ type: 'none' });
+    expect(req(messages, { tools, tool_choice: { type: 'function', function: { name: 'weather' } } }).tool_choice).toEqual({ type: 'tool', name: 'weather' });
+    expect(req(messages, { tools }).tool_choice).toBeUndefined();
+    expect(req(messages, { tools, tool_choice: null }).tool_choice).toBeUndefined();
+    expect(req(messages, { tools, parallel_tool_calls: false }).tool_choice).toEqual({ type: 'auto', disable_parallel_tool_use: true });
+    expect(req(messages, { tools, tool_choice: 'required', parallel_tool_calls: false }).tool_choice).toEqual({ type: 'any', disable_parallel_tool_use: true });
+    // Anthropic refuses a tool_choice without tools.
+    expect(req(messages, { tool_choice: 'auto' }).tool_choice).toBeUndefined();
+  });
+
+  it('leaves out what OpenAI sets to null, and messages without content', () => {
+    const sent = req(
+      [
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: '' },
+        { role: 'user', content: 'again' },
+      ],
+      { temperature: null, top_p: null, stop: null },
+    );
+    expect(JSON.parse(JSON.stringify(sent))).not.toHaveProperty('temperature');
+    expect(JSON.parse(JSON.stringify(sent))).not.toHaveProperty('top_p');
+    expect(JSON.parse(JSON.stringify(sent))).not.toHaveProperty('stop_sequences');
+    expect(sent.messages).toEqual([{ role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'text', text: 'again' }] }]);
   });
 
   it('turns a stop string into stop_sequences and passes a stop array through', () => {
@@ -196,6 +216,8 @@ describe('fromAnthropicMessage', () => {
       ['end_turn', 'stop'],
       ['stop_sequence', 'stop'],
       ['max_tokens', 'length'],
+      ['model_context_window_exceeded', 'length'],
+      ['pause_turn', 'stop'],
       ['tool_use', 'tool_calls'],
       ['refusal', 'content_filter'],
       ['something_new', 'stop'],
