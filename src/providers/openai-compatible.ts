@@ -22,8 +22,9 @@ export interface OpenAiStyleEndpoint {
  */
 export function outputLimitField(target: Pick<ModelTarget, 'type' | 'baseUrl'>): 'max_tokens' | 'max_completion_tokens' {
   if (target.type === 'azure-openai') return 'max_completion_tokens';
-  if (target.type !== 'openai-compatible' || !target.baseUrl) return 'max_tokens';
-  return URL.canParse(target.baseUrl) && new URL(target.baseUrl).hostname === 'api.openai.com' ? 'max_completion_tokens' : 'max_tokens';
+  if (target.type !== 'openai-compatible') return 'max_tokens';
+  const url = target.baseUrl ?? OPENAI_BASE_URL;
+  return URL.canParse(url) && new URL(url).hostname === 'api.openai.com' ? 'max_completion_tokens' : 'max_tokens';
 }
 
 /**
@@ -62,7 +63,7 @@ export class OpenAiStyleProvider implements Provider {
       body: JSON.stringify({ ...body, model: target.upstreamModel, stream: true, stream_options: streamOptions }),
       signal: options.signal,
     });
-    return { chunks: openAiChunks(response.body), upstreamMs: response.ms };
+    return { chunks: streamedChunks(response.body), upstreamMs: response.ms };
   }
 
   embeddings(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<JsonResult> {
@@ -86,8 +87,59 @@ async function* openAiChunks(body: AsyncIterable<Buffer>): AsyncGenerator<ChatCh
     }
     if (!data || typeof data !== 'object') throw new UpstreamError('malformed', 'Upstream stream sent a non-object event');
     if (data.error) throw new UpstreamError('http', 'Upstream stream reported an error', 502, { error: data.error as Record<string, unknown> });
-    yield { data, raw: event.data };
+    // Data spread over several lines is forwarded re-serialized: SSE would need each line prefixed again.
+    yield event.data.includes('\n') ? { data } : { data, raw: event.data };
   }
+}
+
+const OPEN_BRACE = 0x7b;
+
+/**
+ * The chunks of a stream request's answer. A server that ignores `stream: true` answers one chat.completion (told
+ * by its first byte: SSE lines never start with a brace, whatever the content type says), replayed as chunks.
+ */
+async function* streamedChunks(body: AsyncIterable<Buffer>): AsyncGenerator<ChatChunk> {
+  const reader = body[Symbol.asyncIterator]();
+  let first = await reader.next();
+  while (!first.done && first.value.toString('latin1').trim() === '') first = await reader.next();
+  if (first.done) return;
+  const head = first.value;
+  const whole = (async function* () {
+    yield head;
+    for (let next = await reader.next(); !next.done; next = await reader.next()) yield next.value;
+  })();
+  try {
+    yield* head[head.findIndex((byte) => byte > 0x20)] === OPEN_BRACE ? completionChunks(whole) : openAiChunks(whole);
+  } finally {
+    await reader.return?.();
+  }
+}
+
+/** Largest non-streamed answer replayed as a stream (what a JSON answer may hold). */
+const MAX_COMPLETION_BYTES = 10 * 1024 * 1024;
+
+/** A whole chat.completion, answered to a stream request, as the chunks a stream would have sent. */
+async function* completionChunks(body: AsyncIterable<Buffer>): AsyncGenerator<ChatChunk> {
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const part of body) {
+    size += part.length;
+    if (size > MAX_COMPLETION_BYTES) throw new UpstreamError('malformed', 'Upstream answered a stream request with an over-long JSON body');
+    parts.push(part);
+  }
+  const completion = parseObject(Buffer.concat(parts).toString('utf8'));
+  if (completion.error) throw new UpstreamError('http', 'Upstream reported an error', 502, { error: completion.error as Record<string, unknown> });
+  const head = { id: completion.id, object: 'chat.completion.chunk', created: completion.created, model: completion.model };
+  const choices = Array.isArray(completion.choices) ? (completion.choices as JsonObject[]) : [];
+  for (const [position, choice] of choices.entries()) {
+    const index = typeof choice.index === 'number' ? choice.index : position;
+    const message = (choice.message ?? {}) as JsonObject;
+    const toolCalls = Array.isArray(message.tool_calls) ? (message.tool_calls as JsonObject[]).map((call, i) => ({ index: i, ...call })) : undefined;
+    const delta = { role: 'assistant', content: message.content ?? '', ...(toolCalls ? { tool_calls: toolCalls } : {}) };
+    yield { data: { ...head, choices: [{ index, delta, finish_reason: null }] } };
+    yield { data: { ...head, choices: [{ index, delta: {}, finish_reason: choice.finish_reason ?? 'stop' }] } };
+  }
+  if (completion.usage) yield { data: { ...head, choices: [], usage: completion.usage } };
 }
 
 export function joinUrl(base: string, path: string): string {

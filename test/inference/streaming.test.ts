@@ -97,6 +97,39 @@ describe.each(BACKENDS)('streamed chat completions on %s', (backend) => {
     expect(sseData(res.body).at(-1)).toBe('[DONE]');
   });
 
+  it('an upstream that ignores stream: true and answers one chat.completion is replayed to the client as a stream', async () => {
+    const completion = {
+      id: 'chatcmpl-whole',
+      object: 'chat.completion',
+      created: 1_700_000_001,
+      model: 'gpt-stream',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'All at once' }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 10, completion_tokens: 3, total_tokens: 13 },
+    };
+    s.fake.queue({ body: completion });
+    const res = await stream({ stream_options: { include_usage: true } }, { 'x-request-id': 'req-whole' });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^text\/event-stream/);
+    const events = sseJson(res.body) as Chunk[];
+    expect(streamedText(events)).toBe('All at once');
+    expect(events.every((e) => e.object === 'chat.completion.chunk' && e.id === 'chatcmpl-whole')).toBe(true);
+    expect(events.at(-2)!.choices![0]!.finish_reason).toBe('stop');
+    expect(events.at(-1)!.usage).toEqual(completion.usage);
+    expect(sseData(res.body).at(-1)).toBe('[DONE]');
+    const row = (await usageRowsOf(s.t, model)).find((r) => r.request_id === 'req-whole');
+    expect(row).toMatchObject({ status: 200, input_tokens: 10, output_tokens: 3 });
+  });
+
+  it('an upstream event whose JSON spans several data: lines reaches the client as valid SSE', async () => {
+    const chunk = { id: 'chatcmpl-lines', object: 'chat.completion.chunk', created: 1, model: 'gpt-stream', choices: [{ index: 0, delta: { content: 'multi' }, finish_reason: null }] };
+    const pretty = JSON.stringify(chunk, null, 2).split('\n').map((line) => `data: ${line}\n`).join('');
+    s.fake.queue({ raw: `${pretty}\ndata: [DONE]\n\n`, headers: { 'content-type': 'text/event-stream' } });
+    const res = await stream();
+    expect(res.statusCode, res.body).toBe(200);
+    expect(sseJson(res.body)[0]).toEqual(chunk);
+    expect(sseData(res.body).at(-1)).toBe('[DONE]');
+  });
+
   it('a stream that breaks (garbage, then a reset) ends with the events before it, an error event and [DONE]', async () => {
     s.fake.queue({ pieces: ['one', ' two', ' three', ' four'], breakAfter: 2 });
     const res = await stream({}, { 'x-request-id': 'req-broken-stream' });

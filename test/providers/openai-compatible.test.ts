@@ -9,7 +9,7 @@ describe('outputLimitField: the field a budget cap is written to when the client
     [{ type: 'openai-compatible', baseUrl: 'http://127.0.0.1:8000/v1' }, 'max_tokens'],
     [{ type: 'openai-compatible', baseUrl: 'https://api.openai.com.example.net/v1' }, 'max_tokens'],
     [{ type: 'openai-compatible', baseUrl: 'not a url' }, 'max_tokens'],
-    [{ type: 'openai-compatible', baseUrl: null }, 'max_tokens'],
+    [{ type: 'openai-compatible', baseUrl: null }, 'max_completion_tokens'], // no baseUrl: OpenAI's API
     [{ type: 'anthropic', baseUrl: 'https://api.anthropic.com' }, 'max_tokens'],
     [{ type: 'local', baseUrl: null }, 'max_tokens'],
   ] as const)('%o -> %s', (target, field) => {

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { UpstreamError } from '../../src/providers/errors.js';
 import { parseSse, type SseEvent } from '../../src/providers/sse.js';
@@ -142,5 +143,31 @@ describe('parseSse', () => {
     const events = await collect(...pieces(`data: ${data}\n\n`, 60_000));
     expect(events).toHaveLength(1);
     expect(events[0]!.data.length).toBe(data.length);
+  });
+  it('reads lone \r line ends, also when the stream ends on one', async () => {
+    expect(await collect('data: a\r\rdata: b\r\r', 'data: c\r')).toEqual([
+      { event: null, data: 'a' },
+      { event: null, data: 'b' },
+      { event: null, data: 'c' },
+    ]);
+  });
+
+  it('rejects an over-long event that arrives in one chunk', async () => {
+    const consume = async () => {
+      for await (const event of parseSse(bytes(`data: ${'e'.repeat(5 * 1024 * 1024)}\n\n`))) void event;
+    };
+    await expect(consume()).rejects.toMatchObject({ failure: 'malformed' });
+  });
+
+  it('reads the same events however the stream is cut and whichever line ends it uses', async () => {
+    const text = fc.stringMatching(/^[a-z{}":, 0-9]{0,12}$/);
+    const event = fc.record({ name: fc.option(fc.constantFrom('ping', 'delta'), { nil: null }), lines: fc.array(text, { minLength: 1, maxLength: 3 }) });
+    await fc.assert(
+      fc.asyncProperty(fc.array(event, { minLength: 1, maxLength: 5 }), fc.constantFrom('\n', '\r\n', '\r'), fc.integer({ min: 1, max: 7 }), async (events, eol, size) => {
+        const wire = events.map((e) => `${e.name ? `event: ${e.name}${eol}` : ''}${e.lines.map((l) => `data: ${l}${eol}`).join('')}${eol}`).join('');
+        expect(await collect(...pieces(wire, size))).toEqual(events.map((e) => ({ event: e.name, data: e.lines.join('\n') })));
+      }),
+      { numRuns: 300 },
+    );
   });
 });
