@@ -93,9 +93,9 @@ export class UpstreamClient {
   }
 
   /** POSTs JSON and hands back the body once a 2xx status arrived; its failures are UpstreamErrors too. */
-  async postStream(request: UpstreamRequest): Promise<UpstreamResponse & { body: AsyncIterable<Buffer>; contentType: string }> {
+  async postStream(request: UpstreamRequest): Promise<UpstreamResponse & { body: AsyncIterable<Buffer> }> {
     const exchange = await this.withRetries(request, true);
-    return { ms: exchange.ms, body: exchange.chunks(), contentType: exchange.contentType };
+    return { ms: exchange.ms, body: exchange.chunks() };
   }
 
   private async withRetries(request: UpstreamRequest, streaming: boolean): Promise<Exchange> {
@@ -132,7 +132,6 @@ export class UpstreamClient {
 /** Chunks a stream holds before the upstream socket is paused (its reader is slower than the upstream). */
 const STREAM_HIGH_WATER_CHUNKS = 16;
 const RETRY_AFTER = 'retry-after';
-const CONTENT_TYPE = 'content-type';
 
 /**
  * One attempt of an upstream call, as an undici dispatch handler. It stands in for undici's `request()`, which wraps
@@ -146,8 +145,6 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** Milliseconds from dispatch to the response headers. */
   ms = 0;
   retryAfter: string | undefined;
-  /** A 2xx stream's content type, lower-cased ('' when none was sent). */
-  contentType = '';
   readonly answered: Promise<void>;
   private readonly started = performance.now();
   private settle!: (error?: Error) => void;
@@ -193,7 +190,6 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.ms = performance.now() - this.started;
     if (statusCode >= 300) this.retryAfter = headerValue(rawHeaders, RETRY_AFTER);
     else if (this.streaming) {
-      this.contentType = (headerValue(rawHeaders, CONTENT_TYPE) ?? '').toLowerCase();
       this.streamingBody = true;
       this.resumeSocket = resume;
       this.settle();
