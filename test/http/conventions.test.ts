@@ -123,9 +123,12 @@ describe.each(BACKENDS)('request conventions on %s', (backend) => {
     expectError(await send({ method: 'POST', url: '/api/projects', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'name=x' }), 415);
   });
 
-  it('application/json with a charset parameter is accepted', async () => {
-    const res = await send({ method: 'POST', url: '/api/projects', headers: { 'content-type': 'application/json; charset=utf-8' }, payload: JSON.stringify({ name: `Charset ${randomBase32(4)}` }) });
-    expect(res.statusCode, res.body).toBe(201);
+  it('application/json and application/*+json, with or without a charset parameter, are accepted', async () => {
+    for (const type of ['application/json; charset=utf-8', 'application/vnd.api+json', 'application/vnd.api+json; charset=utf-8', 'Application/Problem+JSON;charset=UTF-8']) {
+      const res = await send({ method: 'POST', url: '/api/projects', headers: { 'content-type': type }, payload: JSON.stringify({ name: `Charset ${randomBase32(4)}` }) });
+      expect(res.statusCode, `${type}: ${res.body}`).toBe(201);
+    }
+    expectError(await send({ method: 'POST', url: '/api/projects', headers: { 'content-type': 'application/vnd.api+jsonx' }, payload: '{}' }), 415);
   });
 
   it('an unknown route is 404 {error}, with or without credentials, for any method', async () => {

@@ -67,19 +67,19 @@ describe('upstream faults', () => {
   });
 
   it('an upstream 4xx that is not JSON still answers with its status and an {error} body', async () => {
-    fake.queue({ status: 403, raw: 'forbidden by upstream policy' });
+    fake.queue({ status: 422, raw: 'unprocessable by upstream policy' });
     const before = sent();
     const res = await post(s.t, s.token.value, '/embeddings', { model, input: 'x' });
-    expect(res.statusCode).toBe(403);
-    expect(res.json().error).toMatchObject({ type: 'upstream_error', message: expect.stringContaining('forbidden by upstream policy') });
+    expect(res.statusCode).toBe(422);
+    expect(res.json().error).toMatchObject({ type: 'upstream_error', message: expect.stringContaining('unprocessable by upstream policy') });
     expect(sent()).toBe(before + 1);
   });
 
-  it("an upstream 401 (the model's own key refused) is a 502 that does not echo the upstream's text", async () => {
-    fake.queue({ status: 401, body: { error: { message: 'Incorrect API key provided: sk-abc***xyz.', type: 'invalid_request_error', code: 'invalid_api_key' } } });
+  it.each([401, 403])("an upstream %i (the model's own key or account refused) is a 502 that does not echo the upstream's text", async (status) => {
+    fake.queue({ status, body: { error: { message: 'Incorrect API key provided: sk-abc***xyz.', type: 'invalid_request_error', code: 'invalid_api_key' } } });
     const before = sent();
     const error = expectError(await chat(), 502, 'upstream_error');
-    expect(error.message).toMatch(/credentials configured for it \(status 401\)/);
+    expect(error.message).toContain(`configured for it (status ${status})`);
     expect(JSON.stringify(error)).not.toContain('sk-abc');
     expect(sent()).toBe(before + 1);
   });

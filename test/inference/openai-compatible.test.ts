@@ -224,6 +224,24 @@ describe.each(BACKENDS)('OpenAI-compatible client endpoints on %s', (backend) =>
       expect(s.fake.requests.length).toBe(before);
     });
 
+    it('JSON nested deeper than 100 levels: 400 naming the limit, for any field and the local model too; 100 levels pass', async () => {
+      const before = s.fake.requests.length;
+      const nest = (depth: number) => '['.repeat(depth) + ']'.repeat(depth);
+      const message = '[{"role":"user","content":"x"}]';
+      for (const payload of [
+        `{"model":"${full}","messages":${message},"extra":${nest(20_000)}}`,
+        `{"model":"${full}","messages":[{"role":"user","content":"x","tool_calls":${nest(5_000)}}]}`,
+        `{"model":"local-chat","messages":${message},"tools":${nest(101)}}`,
+      ]) {
+        const res = await call(s.t.app, s.token.value, { method: 'POST', url: `${CLIENT}/chat/completions`, payload, headers: { 'content-type': 'application/json' } });
+        expect(expectClientError(res, 400, 'invalid_request_error').message).toMatch(/deeper than 100 levels/);
+      }
+      expect(s.fake.requests.length).toBe(before);
+      // Brackets inside strings are text, not nesting.
+      const deepText = await post(s.t, s.token.value, '/chat/completions', { model: 'local-chat', messages: [{ role: 'user', content: '['.repeat(500) }], extra: JSON.parse(nest(99)) });
+      expect(deepText.statusCode, deepText.body).toBe(200);
+    });
+
     it('a body that is not JSON: 400; no token: 401', async () => {
       const notJson = await call(s.t.app, s.token.value, { method: 'POST', url: `${CLIENT}/chat/completions`, payload: '{"model":', headers: { 'content-type': 'application/json' } });
       expectClientError(notJson, 400, 'invalid_request_error');

@@ -119,10 +119,12 @@ function clientError(err: UpstreamError): AppError {
     case 'http': {
       const status = err.status ?? 502;
       if (status >= 500) return ERRORS.upstreamFailed(`Upstream model failed with status ${status}: ${asText(err.body?.error.message)}`.trim());
-      // Not the client's doing: a redirect Waygate does not follow, or the model's own credentials refused. Passed
-      // through, a 401 would say the caller's token is bad, and the upstream's text can quote part of the key.
+      // Not the client's doing: a redirect Waygate does not follow, or the model's own key or account refused. Passed
+      // through, a 401 or 403 would blame the caller's token, and the upstream's text can quote part of the key.
       if (status < 400) return ERRORS.upstreamFailed(`Upstream model answered with status ${status}, which Waygate does not follow`);
-      if (status === 401 || status === 407) return ERRORS.upstreamFailed(`Upstream model refused the credentials configured for it (status ${status}); check the model's provider apiKey`);
+      if (status === 401 || status === 403 || status === 407) {
+        return ERRORS.upstreamFailed(`Upstream model refused the credentials or account configured for it (status ${status}); check the model's provider apiKey`);
+      }
       return ERRORS.upstreamRejected(status, err.body ?? { error: { message: err.message, type: 'upstream_error' } }, err.retryAfterMs);
     }
     case 'timeout':
