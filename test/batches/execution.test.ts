@@ -111,6 +111,15 @@ describe.each(BACKENDS)('running batches on %s', (backend) => {
     expect((await resultsOf(t, batch.id, '?status=succeeded')).lines.map((l) => l.custom_id)).toEqual(['c0', 'c2']);
   });
 
+  it("an upstream message holding a NUL is stored with U+FFFD in its place (PostgreSQL text refuses NUL), and the batch completes", async () => {
+    fake.queue({ status: 400, body: { error: { message: 'bad\u0000input', type: 'invalid_request_error' } } });
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 2) });
+    const batch = await waitForBatch(t, created.id);
+    expect(batch).toMatchObject({ status: 'completed', request_counts: { total: 2, completed: 1, failed: 1, cancelled: 0 } });
+    await countsAgree(t, batch.id);
+    expect((await itemsOf(t, batch.id))[0]).toMatchObject({ status: 'failed', response_status_code: 400, error_message: 'bad\uFFFDinput' });
+  });
+
   it('transient upstream failures (5xx, a timeout) are retried and the item succeeds', async () => {
     fake.queue({ status: 500 }, { hang: true });
     const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 1) });

@@ -1,6 +1,7 @@
 import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import type { UpstreamClient } from '../../providers/http.js';
+import { storableText } from '../../platform/text.js';
 import { estimateChatInput, estimateTokens } from '../../providers/tokens.js';
 import type { JsonObject } from '../../providers/types.js';
 import type { GuardrailEvaluator } from '../guardrails/evaluator.js';
@@ -45,11 +46,6 @@ interface GuardedTurn {
   contextHeaders: Record<string, unknown> | undefined;
 }
 
-/** PostgreSQL text cannot hold NUL; an answer carrying one is stored (and returned) with U+FFFD in its place. */
-function storable(text: string): string {
-  return text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
-}
-
 /** The runtime context as JSON for the model; backticks escaped so it cannot close the fence it is put in. */
 function contextJsonOf(context: Record<string, unknown> | undefined): string | null {
   if (!context || Object.keys(context).length === 0) return null;
@@ -87,7 +83,7 @@ export class AgentRunner {
       version.config.kind === 'native'
         ? await this.runNative(runCaller, agent, version, history, turn)
         : await this.runConnected(runCaller, agent, version, conversation, history, turn, request.endpoint);
-    const [replyText] = await this.guard(runCaller, agent, version.config.outputGuardrailKey, 'output', [storable(answer.text)]);
+    const [replyText] = await this.guard(runCaller, agent, version.config.outputGuardrailKey, 'output', [storableText(answer.text)]);
     const now = Date.now();
     const { conversationId, stored } = await this.store.append(
       caller.scope,

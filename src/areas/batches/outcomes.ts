@@ -30,6 +30,11 @@ export class OutcomeWriter {
     private readonly log: Logger,
   ) {}
 
+  /** Outcomes waiting to be written. */
+  get pending(): number {
+    return this.queue.length;
+  }
+
   push(outcome: ItemOutcome): void {
     this.queue.push(outcome);
     this.schedule();

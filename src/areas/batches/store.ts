@@ -3,6 +3,7 @@ import type { Transactor } from '../../db/index.js';
 import { fromJson, toJson } from '../../db/json.js';
 import type { BatchesTable, BatchItemsTable, Db, Dialect } from '../../db/types.js';
 import type { ProjectScope } from '../../http/principal.js';
+import { storableText } from '../../platform/text.js';
 
 export const BATCH_STATUSES = ['validating', 'in_progress', 'completed', 'failed', 'cancelling', 'cancelled'] as const;
 export type BatchStatus = (typeof BATCH_STATUSES)[number];
@@ -439,7 +440,8 @@ export class BatchStore {
             status: outcome.status,
             response_status_code: outcome.statusCode,
             response_body: outcome.responseBody,
-            error_message: outcome.errorMessage,
+            // The upstream's own message: it may hold a NUL, which would fail the whole group on PostgreSQL.
+            error_message: outcome.errorMessage === null ? null : storableText(outcome.errorMessage),
             input_tokens: outcome.usage?.inputTokens ?? null,
             output_tokens: outcome.usage?.outputTokens ?? null,
             started_at: outcome.startedAt,

@@ -123,7 +123,11 @@ export class BatchWorker {
     private readonly settings: WorkerSettings,
     private readonly log: Logger,
   ) {
-    this.outcomes = new OutcomeWriter(store, this.id, { recorded: (ids) => this.letGo(ids), finished: (ids) => ids.forEach((id) => this.finalizeInBackground(id)) }, log);
+    const recorded = (ids: string[]) => {
+      this.letGo(ids);
+      this.fillSlots();
+    };
+    this.outcomes = new OutcomeWriter(store, this.id, { recorded, finished: (ids) => ids.forEach((id) => this.finalizeInBackground(id)) }, log);
     // Every call in flight listens to this one signal.
     setMaxListeners(settings.concurrency + 16, this.abort.signal);
   }
@@ -213,9 +217,9 @@ export class BatchWorker {
     for (const [batchId, until] of this.pausedUntil) if (until <= now) this.pausedUntil.delete(batchId);
   }
 
-  /** How many more items to hold: one slot's worth waiting for each slot. */
+  /** How many more items to hold: one waiting for each slot, counting items whose outcome is not yet written. */
   private get wanted(): number {
-    return 2 * this.settings.concurrency - this.running - this.ready.length;
+    return 2 * this.settings.concurrency - this.running - this.outcomes.pending - this.ready.length;
   }
 
   private claimed(items: ClaimedItem[]): void {
@@ -275,9 +279,13 @@ export class BatchWorker {
     }
   }
 
-  /** Starts waiting items in free slots, and claims more once fewer than half a round of slots' worth wait. */
+  /**
+   * Starts waiting items in free slots, and claims more once fewer than half a round of slots' worth wait. An outcome
+   * not yet written still holds its slot: when the database is slow (or refuses a write) the worker does not go on
+   * calling upstreams and spending budgets for results it cannot record.
+   */
   private fillSlots(): void {
-    while (!this.stopping && this.running < this.settings.concurrency && this.ready.length > 0) this.runInBackground(this.ready.shift()!);
+    while (!this.stopping && this.running + this.outcomes.pending < this.settings.concurrency && this.ready.length > 0) this.runInBackground(this.ready.shift()!);
     if (this.ready.length < Math.ceil(this.settings.concurrency / 2)) this.dispatch();
   }
 
