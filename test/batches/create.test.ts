@@ -281,6 +281,21 @@ describe.each(BACKENDS)('POST /batches on %s', (backend) => {
       expect(res.json().error.message).toMatch(/read permission on the models service/);
     });
 
+    it('input_file needs read and output_bucket_key write permission on files, as the document store itself does (403)', async () => {
+      const noFiles = await createToken(t, { role: 'member', permissions: { batches: 'write', models: 'read', files: 'none' } });
+      const reader = await createToken(t, { role: 'member', permissions: { batches: 'write', models: 'read', files: 'read' } });
+      const input = { endpoint: CHAT, input_file: { bucket_key: 'any', object_key: 'lines.jsonl' } };
+      const refused = await postBatch(t, input, noFiles.value);
+      expect(refused.statusCode).toBe(403);
+      expect(refused.json().error.message).toMatch(/read permission on the files service/);
+      const output = { endpoint: CHAT, requests: chatLines('local-chat', 1), output_bucket_key: 'any' };
+      for (const token of [noFiles, reader]) {
+        const res = await postBatch(t, output, token.value);
+        expect(res.statusCode).toBe(403);
+        expect(res.json().error.message).toMatch(/write permission on the files service/);
+      }
+    });
+
     it('a project-less token gets 400', async () => {
       const token = await createToken(t, { role: 'owner', projectId: null });
       const res = await postBatch(t, { endpoint: CHAT, requests: chatLines('local-chat', 1) }, token.value);

@@ -30,6 +30,11 @@ export async function batchRoutes(app: FastifyInstance, { ctx }: { ctx: Context 
     const principal = principalOf(request);
     // Items call models: a token that may not call them directly may not call them through a batch either.
     if (effectiveAccess(principal, 'models') === 'none') throw ERRORS.forbidden('This token lacks read permission on the models service, which running a batch needs');
+    // The document store is reached through the batch as the token could reach it directly, or not at all.
+    if (request.body.input_file && effectiveAccess(principal, 'files') === 'none') throw ERRORS.forbidden('This token lacks read permission on the files service, which input_file needs');
+    if (request.body.output_bucket_key !== undefined && effectiveAccess(principal, 'files') !== 'write') {
+      throw ERRORS.forbidden('This token lacks write permission on the files service, which output_bucket_key needs');
+    }
     const { request_id: _requestId, ...input } = request.body;
     const batch = await batches.create(
       { scope: projectScope(request), tokenId: principal.kind === 'api_token' ? principal.tokenId : null, userId: principal.userId },
