@@ -103,7 +103,8 @@ export function isBlank(text: string): boolean {
  */
 export async function* jsonlLines(chunks: AsyncIterable<Buffer>, endpoint: BatchEndpoint, maxLines: number): AsyncGenerator<BatchLine> {
   const decoder = new TextDecoder('utf-8', { fatal: true });
-  let carry = '';
+  // The line not ended yet, in pieces: joining them only at its end keeps a long line linear, not quadratic.
+  let unended: string[] = [];
   let lineNumber = 0;
   let requests = 0;
   const take = (text: string): BatchLine | null => {
@@ -115,14 +116,18 @@ export async function* jsonlLines(chunks: AsyncIterable<Buffer>, endpoint: Batch
   };
   try {
     for await (const chunk of chunks) {
-      const parts = (carry + decoder.decode(chunk, { stream: true })).split('\n');
-      carry = parts.pop()!;
-      for (const part of parts) {
-        const line = take(part);
+      const text = decoder.decode(chunk, { stream: true });
+      let start = 0;
+      for (let end = text.indexOf('\n'); end !== -1; end = text.indexOf('\n', start)) {
+        unended.push(text.slice(start, end));
+        const line = take(unended.join(''));
+        unended = [];
+        start = end + 1;
         if (line) yield line;
       }
+      if (start < text.length) unended.push(text.slice(start));
     }
-    const last = take(carry + decoder.decode());
+    const last = take(unended.join('') + decoder.decode());
     if (last) yield last;
   } catch (err) {
     if (err instanceof TypeError && (err as { code?: string }).code === 'ERR_ENCODING_INVALID_ENCODED_DATA') {
