@@ -101,6 +101,27 @@ describe.each(BACKENDS)('running agents on %s', (backend) => {
     expect(res.json().error.message).toMatch(message);
   });
 
+  it("a caller over its budget is refused (429) before the agent's input guardrail calls its judge model", async () => {
+    const guardrailKey = `judge-${Date.now().toString(36)}`;
+    const created = await call(t.app, t.adminSession, { method: 'POST', url: '/api/guardrails', payload: { key: guardrailKey, type: 'custom_prompt', target: 'input', config: { rules: 'Be polite.' }, modelKey: model } });
+    expect(created.statusCode, created.body).toBe(201);
+    const key = await publishedAgent({ modelKey: model, inputGuardrailKey: guardrailKey });
+    const broke = await createToken(t, { name: 'broke-judge', budget: { maxTokens: 20, period: 'total' } });
+    for (let i = 0; i < 3; i++) {
+      const refused = await respond(t, { model: key, input: 'hello there' }, broke.value);
+      expect(refused.statusCode, refused.body).toBe(429);
+      expect(refused.json().error.code).toBe('budget_exceeded');
+    }
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it('previous_response_id "resp_" with nothing after it is a 404, not a new conversation', async () => {
+    const key = await publishedAgent({ modelKey: model });
+    const res = await respond(t, { model: key, input: 'hello', previous_response_id: 'resp_' });
+    expect(res.statusCode).toBe(404);
+    expect(fake.requests).toHaveLength(0);
+  });
+
   it("previous_response_id of another agent or another project is a 404; the conversation stays the other's", async () => {
     const first = await publishedAgent({ modelKey: model });
     const second = await publishedAgent({ modelKey: model });

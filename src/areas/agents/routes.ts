@@ -170,8 +170,8 @@ export async function agentRoutes(app: FastifyInstance, { ctx }: { ctx: Context 
     const agent = await agents.get(scope, body.model);
     let conversationId: string | undefined;
     if (body.previous_response_id) {
-      if (!body.previous_response_id.startsWith(RESPONSE_PREFIX)) throw ERRORS.notFound('Response', body.previous_response_id);
       conversationId = body.previous_response_id.slice(RESPONSE_PREFIX.length);
+      if (!body.previous_response_id.startsWith(RESPONSE_PREFIX) || conversationId === '') throw ERRORS.notFound('Response', body.previous_response_id);
     }
     const turn = await agentRunner.respond(callerOf(request, reply), agent, {
       input: turnInput(body.input),

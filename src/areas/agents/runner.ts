@@ -131,7 +131,8 @@ export class AgentRunner {
     const guardrail = await this.guardrails.find(caller.scope, key);
     if (!guardrail) throw ERRORS.guardrailMissing(agent.key, key);
     if (!guardrail.enabled) return texts;
-    const context = { scope: caller.scope, requestId: caller.requestId, stage, model: `agent:${agent.key}`, judge: this.inference.judge(caller) };
+    // The input guardrail runs before the model call admits the turn: its judge calls are admitted on their own.
+    const context = { scope: caller.scope, requestId: caller.requestId, stage, model: `agent:${agent.key}`, judge: this.inference.judge(caller, { admit: stage === 'input' }) };
     return (await this.evaluator.enforce(context, [guardrail], texts.map((text) => ({ text, trusted: false })))).texts;
   }
 

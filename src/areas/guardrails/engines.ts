@@ -1,3 +1,4 @@
+import { AppError } from '../../http/errors.js';
 import type { JsonObject } from '../../providers/types.js';
 import { classifyContent, MODERATION_CATEGORIES } from './moderation.js';
 import { PII_CATEGORIES, redactPii, scanPii, type PiiCategory } from './pii.js';
@@ -113,7 +114,8 @@ async function call<T>(what: () => Promise<T>): Promise<T> {
   try {
     return await what();
   } catch (err) {
-    if (err instanceof EvaluationError) throw err;
+    // A caller over its budget or rate limit is refused as such (429), not as a failing judge.
+    if (err instanceof EvaluationError || (err instanceof AppError && err.statusCode === 429)) throw err;
     throw new EvaluationError(`The judge model call failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
 }

@@ -190,22 +190,26 @@ export class InferenceService {
 
   /**
    * Model calls for guardrails that ask a model: metered under service `guardrails`, never guarded themselves (a
-   * judge's guardrails would judge the judge). They are part of a call the caller's limits already admitted, so they
-   * are not admitted again (an output judge would find the budget taken by its own call); what they use is charged.
+   * judge's guardrails would judge the judge). Unless `admit` is set, they are part of a call the caller's limits
+   * already admitted, so they are not admitted again (an output judge would find the budget taken by its own call);
+   * what they use is charged.
    */
-  judge(caller: Caller): Judge {
+  judge(caller: Caller, options: { admit: boolean } = { admit: false }): Judge {
     const judgeCaller: Caller = { ...caller, service: 'guardrails' };
-    const options = { signal: caller.signal, requestId: caller.requestId };
+    // `admit`: nothing admitted the caller yet (an agent's own guardrails run before its model call), so each judge
+    // call is admitted on its own: a caller over its limits gets its 429 before any judge model is called.
+    const charged = !options.admit;
+    const callOptions = { signal: caller.signal, requestId: caller.requestId };
     return {
       chat: async (modelKey, body) => {
         const request = { ...body, model: modelKey };
-        const call = { capability: 'chat' as const, service: 'guardrails', endpoint: '/chat/completions', estimateInput: lazy(() => estimateChatInput(request)), desiredOutput: requestedMaxTokens(request) ?? DEFAULT_OUTPUT_RESERVE, charged: true };
-        return (await this.jsonCall(judgeCaller, request, call, null, (provider, model, upstreamBody) => provider.chat(model.target, upstreamBody, options))).body;
+        const call = { capability: 'chat' as const, service: 'guardrails', endpoint: '/chat/completions', estimateInput: lazy(() => estimateChatInput(request)), desiredOutput: requestedMaxTokens(request) ?? DEFAULT_OUTPUT_RESERVE, charged };
+        return (await this.jsonCall(judgeCaller, request, call, null, (provider, model, upstreamBody) => provider.chat(model.target, upstreamBody, callOptions))).body;
       },
       moderate: async (modelKey, input) => {
         const request = { model: modelKey, input };
-        const call = { capability: 'moderation' as const, service: 'guardrails', endpoint: '/moderations', estimateInput: lazy(() => estimateEmbeddingInput(input)), desiredOutput: 0, charged: true };
-        return (await this.jsonCall(judgeCaller, request, call, null, (provider, model, upstreamBody) => provider.moderations(model.target, upstreamBody, options))).body;
+        const call = { capability: 'moderation' as const, service: 'guardrails', endpoint: '/moderations', estimateInput: lazy(() => estimateEmbeddingInput(input)), desiredOutput: 0, charged };
+        return (await this.jsonCall(judgeCaller, request, call, null, (provider, model, upstreamBody) => provider.moderations(model.target, upstreamBody, callOptions))).body;
       },
     };
   }
