@@ -4,6 +4,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BACKENDS, call, createTestApp, createToken, type TestApp } from '../helpers/app.js';
 import { startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { registerFakeModel, usageRowsOf } from '../helpers/inference.js';
+import { randomBase32 } from '../../src/platform/ids.js';
+import { SecretBox } from '../../src/platform/secrets.js';
 import { AGENTS, agentsCall, createAgent, otherProject, publish, respond } from './support.js';
 
 const EMAIL = 'jane.doe@example.com';
@@ -160,6 +162,39 @@ describe.each(BACKENDS)('running agents on %s', (backend) => {
     const broke = await createToken(t, { name: 'broke', budget: { maxTokens: 1, period: 'total' } });
     const refused = await respond(t, { model: key, input: 'hi' }, broke.value);
     expect(refused.statusCode).toBe(429);
+  });
+
+  it('connection credentials that cannot be decrypted (another secret key): 503 naming the fix, mended by setting them again', async () => {
+    const connection = { protocol: 'openai-chat', url: fake.baseUrl, model: 'remote-chat', apiKey: 'sk-remote' };
+    const key = await publishedAgent({ connection });
+    const foreign = new SecretBox(randomBase32(40)).encrypt(JSON.stringify({ apiKey: 'sealed-elsewhere' }));
+    await t.ctx.database.db.updateTable('agents').set({ secrets: foreign }).where('key', '=', key).execute();
+    const broken = await respond(t, { model: key, input: 'one' });
+    expect(broken.statusCode).toBe(503);
+    expect(broken.json().error.message).toMatch(/cannot be decrypted.*PATCH/);
+    expect(fake.requests).toHaveLength(0);
+    const patch = (config: Record<string, unknown>) => agentsCall(t, { method: 'PATCH', url: `${AGENTS}/${key}`, payload: { config } });
+    const keeping = await patch({ connection: { protocol: 'openai-chat', url: fake.baseUrl, model: 'remote-chat' } });
+    expect(keeping.statusCode).toBe(400);
+    expect(keeping.json().error.message).toMatch(/cannot be decrypted/);
+    expect((await patch({ connection: { ...connection, apiKey: 'sk-new', headers: null } })).statusCode).toBe(200);
+    const mended = await respond(t, { model: key, input: 'two' });
+    expect(mended.statusCode, mended.body).toBe(200);
+    expect(fake.requests.at(-1)!.headers.authorization).toBe('Bearer sk-new');
+  });
+
+  it('a conversation may hold at most 16 Mi characters: the turn that would pass it is a 400 and stores nothing', async () => {
+    const key = await publishedAgent({ modelKey: 'local-chat' });
+    // local-chat echoes the input: one turn of 6 Mi characters stores 12 Mi.
+    const big = 'w'.repeat(6 * 1024 * 1024);
+    const first = await respond(t, { model: key, input: big });
+    expect(first.statusCode).toBe(200);
+    const refused = await respond(t, { model: key, input: big, previous_response_id: first.json().id });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json().error.message).toMatch(/more than 16 Mi characters/);
+    const stored = await t.ctx.database.db.selectFrom('agent_messages').select('seq').where('conversation_id', '=', (first.json().id as string).slice(5)).execute();
+    expect(stored).toHaveLength(2);
+    expect((await respond(t, { model: key, input: 'short', previous_response_id: first.json().id })).statusCode).toBe(200);
   });
 
   it('an openai-chat connected agent gets the whole conversation with its key and headers; usage metered', async () => {

@@ -46,6 +46,17 @@ interface GuardedTurn {
   contextHeaders: Record<string, unknown> | undefined;
 }
 
+/** Most text one conversation may hold: every turn loads (and sends) all of it. */
+export const MAX_CONVERSATION_CHARS = 16 * 1024 * 1024;
+
+function checkConversationSize(history: MessageRecord[], input: TurnMessage[]): void {
+  let size = 0;
+  for (const message of [...history, ...input]) size += message.content.length;
+  if (size > MAX_CONVERSATION_CHARS) {
+    throw ERRORS.validation(`The conversation would hold more than ${MAX_CONVERSATION_CHARS / 1024 / 1024} Mi characters of text; start a new one (without previous_response_id)`);
+  }
+}
+
 /** The runtime context as JSON for the model; backticks escaped so it cannot close the fence it is put in. */
 function contextJsonOf(context: Record<string, unknown> | undefined): string | null {
   if (!context || Object.keys(context).length === 0) return null;
@@ -77,6 +88,7 @@ export class AgentRunner {
     const version = await this.agents.versionToRun(caller.scope, agent, request.version);
     const conversation = request.conversationId ? await this.conversation(caller.scope, agent, request.conversationId) : null;
     const history = conversation ? await this.store.messages(caller.scope, conversation.id) : [];
+    checkConversationSize(history, request.input);
     const runCaller: Caller = { ...caller, service: 'agents' };
     const turn = await this.guardInput(runCaller, agent, version, request.input, contextJson, request.runtimeContext);
     const answer =
