@@ -94,6 +94,28 @@ describe.each(BACKENDS)('reading batches on %s', (backend) => {
     });
   });
 
+  describe('GET /batches/:id/results, many and big answers', () => {
+    it('every line once and in index order, however the pages grow and shrink with the size of the answers', async () => {
+      const batch = await createBatch(t, { endpoint: CHAT, requests: chatLines('local-chat', 300) });
+      const items = await t.ctx.database.db.selectFrom('batch_items').select(['id', 'idx']).where('batch_id', '=', batch.id).execute();
+      for (const item of items) {
+        // Every seventh answer is 300 Ki characters: 50 of them outweigh a page, so the pages shrink, then grow again.
+        const content = Number(item.idx) % 7 === 0 ? 'x'.repeat(300 * 1024) : `answer ${item.idx}`;
+        await t.ctx.database.db
+          .updateTable('batch_items')
+          .set({ status: 'succeeded', response_status_code: 200, response_body: JSON.stringify({ object: 'chat.completion', content }), started_at: 1, ended_at: 2 })
+          .where('id', '=', item.id)
+          .execute();
+      }
+      const res = await get(`${BATCHES}/${batch.id}/results`);
+      expect(res.statusCode).toBe(200);
+      const lines = res.body.trim().split('\n').map((line) => JSON.parse(line) as { custom_id: string; response: { body: { content: string } } });
+      expect(lines.map((l) => l.custom_id)).toEqual(Array.from({ length: 300 }, (_, i) => `c${i}`));
+      expect(lines[7]!.response.body.content).toHaveLength(300 * 1024);
+      expect(lines[8]!.response.body.content).toBe('answer 8');
+    });
+  });
+
   describe('isolation', () => {
     it("another project's batch is a 404 like a missing one, on every batch route", async () => {
       const other = await call(t.app, t.adminSession, { method: 'POST', url: '/api/projects', payload: { name: 'Other project' } });

@@ -39,7 +39,10 @@ export interface BatchSettings {
 const CAPABILITY: Record<BatchEndpoint, Capability> = { '/v1/chat/completions': 'chat', '/v1/embeddings': 'embeddings' };
 /** Metadata is echoed on every read of the batch (500 to a list page): kept small. */
 const MAX_METADATA_BYTES = 16 * 1024;
-const RESULTS_PAGE = 500;
+/** Result rows read at once: pages grow to the most while they stay light, and shrink when big answers weigh them down. */
+const RESULTS_PAGE = { first: 50, most: 500, chars: 8 * 1024 * 1024 };
+/** Result text handed on at once. */
+const RESULTS_CHUNK_CHARS = 1024 * 1024;
 
 /** A document-store 404 while reading the input: the submission is at fault, so a 400 (interface 7.1). */
 function unreadable(err: unknown): never {
@@ -182,15 +185,31 @@ export class BatchService {
     return this.resultLines(scope, batch.id, status ? [status] : ['succeeded', 'failed']);
   }
 
-  /** Result lines in index order, read a page at a time so that memory stays flat however big the batch. */
+  /**
+   * Result lines in index order, read a page at a time so that memory stays flat however big the batch, and handed
+   * on in chunks of about 1 Mi characters however big its answers.
+   */
   private async *resultLines(scope: ProjectScope, batchId: string, statuses: ('succeeded' | 'failed')[]): AsyncGenerator<string> {
     let after = -1;
+    let limit = RESULTS_PAGE.first;
     for (;;) {
-      const rows = await this.store.results(scope, batchId, statuses, after, RESULTS_PAGE);
+      const rows = await this.store.results(scope, batchId, statuses, after, limit);
       if (rows.length === 0) return;
-      yield rows.map(resultLine).join('');
-      if (rows.length < RESULTS_PAGE) return;
+      let pageChars = 0;
+      let chunk = '';
+      for (const row of rows) {
+        const line = resultLine(row);
+        pageChars += line.length;
+        chunk += line;
+        if (chunk.length >= RESULTS_CHUNK_CHARS) {
+          yield chunk;
+          chunk = '';
+        }
+      }
+      if (chunk !== '') yield chunk;
+      if (rows.length < limit) return;
       after = rows[rows.length - 1]!.index;
+      limit = pageChars > RESULTS_PAGE.chars ? Math.max(1, Math.floor(limit / 2)) : Math.min(RESULTS_PAGE.most, limit * 2);
     }
   }
 
