@@ -11,8 +11,10 @@ for (const [network, prefix] of [
   ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
   ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4],
 ] as const) NON_PUBLIC.addSubnet(network, prefix, 'ipv4');
+// ::/96 (IPv4-compatible, with :: and ::1), ::ffff:0:0:0/96 (IPv4-translated), 2002::/16 (6to4) and 2001::/32
+// (Teredo) carry an IPv4 address inside, which a host with such tunnels would reach.
 for (const [network, prefix] of [
-  ['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001:db8::', 32],
+  ['::', 96], ['::ffff:0:0:0', 96], ['2002::', 16], ['2001::', 32], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['100::', 64], ['2001:db8::', 32],
 ] as const) {
   NON_PUBLIC.addSubnet(network, prefix, 'ipv6');
 }
