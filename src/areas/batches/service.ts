@@ -253,7 +253,10 @@ export class BatchService {
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
       const errorMessage = `The results could not be written to bucket "${batch.outputBucketKey}": ${err.message}`;
-      await this.store.finish(batchId, workerId, { status: 'failed', errorMessage, at: Date.now() });
+      // A cancel that came in meanwhile wins, as it does over a completed write.
+      if (!(await this.store.finish(batchId, workerId, { status: 'failed', errorMessage, at: Date.now() }))) {
+        await this.store.finish(batchId, workerId, { status: 'cancelled', at: Date.now() });
+      }
       return;
     }
     await this.completeOrCancel(batchId, workerId, objectKey);
