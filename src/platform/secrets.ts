@@ -71,4 +71,17 @@ export class SecretBox {
     decipher.setAuthTag(Buffer.from(tag, 'base64url'));
     return Buffer.concat([decipher.update(Buffer.from(data, 'base64url')), decipher.final()]).toString('utf8');
   }
+
+  /**
+   * A sealed JSON object opened: `{}` when nothing is sealed, null when it cannot be opened (sealed with another
+   * secret key, or damaged), so that the caller can say which thing must be set again.
+   */
+  openJson<T extends object>(sealed: string | null): T | null {
+    if (!sealed) return {} as T;
+    try {
+      return JSON.parse(this.decrypt(sealed)) as T;
+    } catch {
+      return null;
+    }
+  }
 }

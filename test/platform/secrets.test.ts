@@ -47,6 +47,13 @@ describe('SecretBox', () => {
     expect(() => box.decrypt([version, flip(iv), tag, data].join('.'))).toThrow();
   });
 
+  it('openJson: {} for nothing sealed, the object for its own key, null for another key or a damaged seal', () => {
+    expect(box.openJson(null)).toEqual({});
+    expect(box.openJson(box.encrypt(JSON.stringify({ apiKey: 'k' })))).toEqual({ apiKey: 'k' });
+    expect(new SecretBox('another secret').openJson(box.encrypt('{}'))).toBeNull();
+    expect(box.openJson('v1.broken')).toBeNull();
+  });
+
   it('throws for unrecognised formats', () => {
     expect(() => box.decrypt('plaintext')).toThrow(/Unrecognised/);
     expect(() => box.decrypt('v2.a.b.c')).toThrow(/Unrecognised/);

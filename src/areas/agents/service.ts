@@ -192,21 +192,11 @@ export class AgentService {
     // The owner's configuration, not the caller's request, is at fault: an upstream failure, like a name resolving there.
     if (host) throw ERRORS.upstreamFailed(`Agent "${agent.key}" version ${version.number} connects to ${host}, which is not a public address`);
     if (!agent.secrets || originOf(agent.config.connection) !== originOf(connection)) return {};
-    const secrets = this.open(agent.secrets);
+    const secrets = this.secrets.openJson<ConnectionSecrets>(agent.secrets);
     if (!secrets) {
       throw ERRORS.unavailable(`Agent "${agent.key}" cannot be called: its stored connection credentials cannot be decrypted (the secret key changed); set config.connection.apiKey and headers again with PATCH`);
     }
     return secrets;
-  }
-
-  /** The decrypted connection secrets; null when they cannot be decrypted (sealed with another secret key). */
-  private open(sealed: string | null): ConnectionSecrets | null {
-    if (!sealed) return {};
-    try {
-      return JSON.parse(this.secrets.decrypt(sealed)) as ConnectionSecrets;
-    } catch {
-      return null;
-    }
   }
 
   /** Merges an input into a configuration and checks it against the project; seals the connection's secrets. */
@@ -241,7 +231,7 @@ export class AgentService {
     if (typeof input.apiKey === 'string') checkHeaderValue('config.connection.apiKey', input.apiKey);
     checkConnectionHeaders(input.headers);
     const keeps = input.apiKey === undefined || input.headers === undefined;
-    const stored = keeps ? this.open(sealed) : {};
+    const stored = keeps ? this.secrets.openJson<ConnectionSecrets>(sealed) : {};
     if (!stored) throw ERRORS.validation('The stored connection credentials cannot be decrypted (the secret key changed): send apiKey and headers together (null to remove)');
     const storedHeaders = Object.keys(stored.headers ?? {}).length > 0;
     if (current && url.origin !== originOf(current) && ((input.apiKey === undefined && stored.apiKey !== undefined) || (input.headers === undefined && storedHeaders))) {

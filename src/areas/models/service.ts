@@ -52,13 +52,13 @@ export interface ResolvedModel {
   unreadable?: true;
 }
 
+const DEFAULT_BASE_URLS: Partial<Record<ProviderType, string>> = { 'openai-compatible': OPENAI_BASE_URL, anthropic: ANTHROPIC_BASE_URL };
+
 /** Where a model's calls (and so its credentials) go: the provider type and the origin of its base URL. */
 function destinationOf(provider: Pick<ProviderSettings, 'type' | 'baseUrl'>): string {
   const url = provider.baseUrl ?? DEFAULT_BASE_URLS[provider.type];
   return `${provider.type} ${url ? new URL(url).origin : ''}`;
 }
-
-const DEFAULT_BASE_URLS: Partial<Record<ProviderType, string>> = { 'openai-compatible': OPENAI_BASE_URL, anthropic: ANTHROPIC_BASE_URL };
 
 interface Secrets {
   apiKey?: string;
@@ -273,7 +273,7 @@ export class ModelService {
     if (p.apiKey === undefined && p.headers === undefined) return { secrets: model.secrets, hasApiKey: model.provider.hasApiKey, headerNames: model.provider.headerNames };
     let stored: Secrets = {};
     if (keepsKey || keepsHeaders) {
-      const opened = this.openSecrets(model);
+      const opened = this.secrets.openJson<Secrets>(model.secrets);
       if (!opened) throw ERRORS.validation('The stored provider credentials cannot be decrypted (the secret key changed): send provider.apiKey and provider.headers together (null to remove)');
       stored = opened;
     }
@@ -286,16 +286,6 @@ export class ModelService {
     return { secrets: hasApiKey || headerNames.length > 0 ? this.secrets.encrypt(JSON.stringify(secrets)) : null, hasApiKey, headerNames };
   }
 
-  /** The model's decrypted key and headers; null when they cannot be decrypted (sealed with another secret key). */
-  private openSecrets(record: ModelRecord): Secrets | null {
-    if (!record.secrets) return {};
-    try {
-      return JSON.parse(this.secrets.decrypt(record.secrets)) as Secrets;
-    } catch {
-      return null;
-    }
-  }
-
   private async checkFallbacks(scope: ProjectScope, key: string, fallbacks: string[]): Promise<void> {
     if (new Set(fallbacks).size !== fallbacks.length) throw ERRORS.validation('fallbacks must not repeat a model');
     const models = await this.projectModels(scope);
@@ -306,7 +296,7 @@ export class ModelService {
   }
 
   private resolved(record: ModelRecord): ResolvedModel {
-    const secrets = this.openSecrets(record);
+    const secrets = this.secrets.openJson<Secrets>(record.secrets);
     if (secrets) return { record, target: this.targetOf(record, secrets) };
     this.log.error({ model: record.key, projectId: record.projectId }, 'stored provider credentials of a model cannot be decrypted; it is not called until they are set again');
     return { record, target: this.targetOf(record, {}), unreadable: true };
