@@ -227,7 +227,7 @@ export class BatchService {
       await this.store.finish(batchId, workerId, { status: 'cancelled', at: Date.now() });
       return;
     }
-    if (!batch.outputBucketKey) return this.completeOrCancel(batchId, workerId);
+    if (!batch.outputBucketKey) return this.endOrCancel(batchId, workerId, { status: 'completed' });
     const objectKey = `${batch.id}_output.jsonl`;
     const scope = { tenantId: batch.tenantId, projectId: batch.projectId };
     const lines = this.resultLines(scope, batch.id, ['succeeded', 'failed']);
@@ -253,18 +253,14 @@ export class BatchService {
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
       const errorMessage = `The results could not be written to bucket "${batch.outputBucketKey}": ${err.message}`;
-      // A cancel that came in meanwhile wins, as it does over a completed write.
-      if (!(await this.store.finish(batchId, workerId, { status: 'failed', errorMessage, at: Date.now() }))) {
-        await this.store.finish(batchId, workerId, { status: 'cancelled', at: Date.now() });
-      }
-      return;
+      return this.endOrCancel(batchId, workerId, { status: 'failed', errorMessage });
     }
-    await this.completeOrCancel(batchId, workerId, objectKey);
+    await this.endOrCancel(batchId, workerId, { status: 'completed', outputObjectKey: objectKey });
   }
 
-  /** Completed, unless a cancel came in while finalizing: then cancelled (an output written stays in its bucket). */
-  private async completeOrCancel(batchId: string, workerId: string, outputObjectKey?: string): Promise<void> {
-    if (await this.store.finish(batchId, workerId, { status: 'completed', outputObjectKey, at: Date.now() })) return;
+  /** Completed or failed, unless a cancel came in while finalizing: then cancelled (an output written stays in its bucket). */
+  private async endOrCancel(batchId: string, workerId: string, end: { status: 'completed' | 'failed'; outputObjectKey?: string; errorMessage?: string }): Promise<void> {
+    if (await this.store.finish(batchId, workerId, { ...end, at: Date.now() })) return;
     await this.store.finish(batchId, workerId, { status: 'cancelled', at: Date.now() });
   }
 

@@ -217,9 +217,17 @@ export class BatchWorker {
     for (const [batchId, until] of this.pausedUntil) if (until <= now) this.pausedUntil.delete(batchId);
   }
 
-  /** How many more items to hold: one waiting for each slot, counting items whose outcome is not yet written. */
+  /**
+   * Slots in use: items running, and items whose outcome is not yet written. When the database is slow (or refuses a
+   * write) the worker then does not go on calling upstreams and spending budgets for results it cannot record.
+   */
+  private get slotsTaken(): number {
+    return this.running + this.outcomes.pending;
+  }
+
+  /** How many more items to hold: one waiting for each slot. */
   private get wanted(): number {
-    return 2 * this.settings.concurrency - this.running - this.outcomes.pending - this.ready.length;
+    return 2 * this.settings.concurrency - this.slotsTaken - this.ready.length;
   }
 
   private claimed(items: ClaimedItem[]): void {
@@ -279,13 +287,9 @@ export class BatchWorker {
     }
   }
 
-  /**
-   * Starts waiting items in free slots, and claims more once fewer than half a round of slots' worth wait. An outcome
-   * not yet written still holds its slot: when the database is slow (or refuses a write) the worker does not go on
-   * calling upstreams and spending budgets for results it cannot record.
-   */
+  /** Starts waiting items in free slots, and claims more once fewer than half a round of slots' worth wait. */
   private fillSlots(): void {
-    while (!this.stopping && this.running + this.outcomes.pending < this.settings.concurrency && this.ready.length > 0) this.runInBackground(this.ready.shift()!);
+    while (!this.stopping && this.slotsTaken < this.settings.concurrency && this.ready.length > 0) this.runInBackground(this.ready.shift()!);
     if (this.ready.length < Math.ceil(this.settings.concurrency / 2)) this.dispatch();
   }
 
