@@ -93,15 +93,18 @@ async function* openAiChunks(body: AsyncIterable<Buffer>): AsyncGenerator<ChatCh
 }
 
 const OPEN_BRACE = 0x7b;
+const SPACE = 0x20;
 
 /**
  * The chunks of a stream request's answer. A server that ignores `stream: true` answers one chat.completion (told
- * by its first byte: SSE lines never start with a brace, whatever the content type says), replayed as chunks.
+ * by its first visible byte: SSE lines never start with a brace, whatever the content type says), replayed as chunks.
  */
 async function* streamedChunks(body: AsyncIterable<Buffer>): AsyncGenerator<ChatChunk> {
   const reader = body[Symbol.asyncIterator]();
   let first = await reader.next();
-  while (!first.done && first.value.toString('latin1').trim() === '') first = await reader.next();
+  let visible = -1;
+  // Chunks of white space alone mean nothing to either format.
+  while (!first.done && (visible = first.value.findIndex((byte) => byte > SPACE)) === -1) first = await reader.next();
   if (first.done) return;
   const head = first.value;
   const whole = (async function* () {
@@ -109,7 +112,7 @@ async function* streamedChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Chat
     for (let next = await reader.next(); !next.done; next = await reader.next()) yield next.value;
   })();
   try {
-    yield* head[head.findIndex((byte) => byte > 0x20)] === OPEN_BRACE ? completionChunks(whole) : openAiChunks(whole);
+    yield* head[visible] === OPEN_BRACE ? completionChunks(whole) : openAiChunks(whole);
   } finally {
     await reader.return?.();
   }

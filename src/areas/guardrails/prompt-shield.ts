@@ -347,21 +347,21 @@ rule('payload_splitting', 0.6, [
 const phraseSets = lazy(() => ({
   phrases: new PhraseSet<Rule>(RULES, SETS),
   metaCues: new PhraseSet<null>(
-  [
-    'prompt injection|injections', 'injection attack|attacks', 'jailbreak|jailbreaking|jailbreaks attack|attacks|prompts|technique|techniques|example|examples|detection|detector|classifier|research|dataset|benchmark|model|attempts',
-    'red team|teaming|teamers', 'owasp', 'llm|ai security', 'adversarial prompt|prompts|attack|attacks|examples', 'guardrail|guardrails',
-    'chatml', 'classifier|classifiers', 'false positive|positives', 'dataset|datasets', 'security class|course|research|researcher|researchers|training',
-    'researchers', 'paper', 'defend|defense|defence|mitigate|mitigation|detect|detecting|detection|prevent|preventing ..2 injection|injections|jailbreak|jailbreaks|attacks|prompt',
-    'dual llm', 'spotlighting', 'chat template|format', 'what is|was|are|were the|a dan|jailbreak|jailbreaks|aim|grandma|stan prompt|prompts|exploit|attack|attacks',
-    'why did|does|do ..3 work|succeed', 'llama guard', 'prompt guard', 'fine tuning|tuning', 'inyeccion de prompts', 'injection de prompt', 'prompt enjeksiyonu',
-  ].map((p) => [p, null] as const),
+    [
+      'prompt injection|injections', 'injection attack|attacks', 'jailbreak|jailbreaking|jailbreaks attack|attacks|prompts|technique|techniques|example|examples|detection|detector|classifier|research|dataset|benchmark|model|attempts',
+      'red team|teaming|teamers', 'owasp', 'llm|ai security', 'adversarial prompt|prompts|attack|attacks|examples', 'guardrail|guardrails',
+      'chatml', 'classifier|classifiers', 'false positive|positives', 'dataset|datasets', 'security class|course|research|researcher|researchers|training',
+      'researchers', 'paper', 'defend|defense|defence|mitigate|mitigation|detect|detecting|detection|prevent|preventing ..2 injection|injections|jailbreak|jailbreaks|attacks|prompt',
+      'dual llm', 'spotlighting', 'chat template|format', 'what is|was|are|were the|a dan|jailbreak|jailbreaks|aim|grandma|stan prompt|prompts|exploit|attack|attacks',
+      'why did|does|do ..3 work|succeed', 'llama guard', 'prompt guard', 'fine tuning|tuning', 'inyeccion de prompts', 'injection de prompt', 'prompt enjeksiyonu',
+    ].map((p) => [p, null] as const),
   ),
   deviceCues: new PhraseSet<null>(
-  [
-    'android', 'iphone', 'ios', 'phone', 'chrome', 'browser', 'windows', 'settings', 'extension', 'extensions', 'device', 'build number',
-    'usb', 'firefox', 'xcode', 'app', 'apps', 'tv', 'console', 'router', 'bios', 'mac', 'macos', 'laptop', 'tablet', 'samsung', 'pixel',
-    'developer options', 'wordpress', 'plugin', 'vs code', 'vscode', 'edge', 'safari', 'minecraft', 'game',
-  ].map((p) => [p, null] as const),
+    [
+      'android', 'iphone', 'ios', 'phone', 'chrome', 'browser', 'windows', 'settings', 'extension', 'extensions', 'device', 'build number',
+      'usb', 'firefox', 'xcode', 'app', 'apps', 'tv', 'console', 'router', 'bios', 'mac', 'macos', 'laptop', 'tablet', 'samsung', 'pixel',
+      'developer options', 'wordpress', 'plugin', 'vs code', 'vscode', 'edge', 'safari', 'minecraft', 'game',
+    ].map((p) => [p, null] as const),
   ),
 }));
 const META_WINDOW = 40;

@@ -44,15 +44,15 @@ export function usesJudge(guardrail: GuardrailRecord): boolean {
   return judgeNeeds(guardrail.type, guardrail.config) !== null;
 }
 
-/**
- * Guardrail configurations (interface 2.6, 4.9; issue 5 part 1), cached per project for the request path, and their
- * links with models: the guardrails a model names, and the models guardrails ask as judges.
- */
 /** Whether a model names any guardrail (most do not: their calls skip the guardrail lookup). */
 export function hasGuardrails(model: ModelRecord): boolean {
   return model.guardrails.input.length > 0 || model.guardrails.output.length > 0;
 }
 
+/**
+ * Guardrail configurations (interface 2.6, 4.9; issue 5 part 1), cached per project for the request path, and their
+ * links with models: the guardrails a model names, and the models guardrails ask as judges.
+ */
 export class GuardrailService {
   private readonly cache: ProjectCache<Map<string, GuardrailRecord>>;
 
