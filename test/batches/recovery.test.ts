@@ -114,6 +114,23 @@ describe.each(BACKENDS)('leases, take-over and shutdown on %s', (backend) => {
     expect(fake.requests).toHaveLength(0);
   });
 
+  it('items a dead worker held when its batch was cancelled are cancelled once its lease runs out, never run again', async () => {
+    const { t, model } = await appWithoutWorker();
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 4) });
+    const store = storeOf(t);
+    const leaseEnd = Date.now() + 300;
+    // A worker took two items and crashed. The cancel leaves its running items to finish while its lease lasts.
+    await store.claimPending(created.id, 'wrk_dead', 2, Date.now(), leaseEnd);
+    const res = await call(t.app, t.ownerToken, { method: 'POST', url: `/api/client/v1/batches/${created.id}/cancel` });
+    expect(res.json()).toMatchObject({ status: 'cancelling', request_counts: { cancelled: 2 } });
+    await new Promise((resolve) => setTimeout(resolve, leaseEnd + 10 - Date.now()));
+    expect(await store.claimExpired('wrk_other', 10, Date.now(), Date.now() + 60_000)).toEqual([]);
+    await t.ctx.startWorkers();
+    expect((await waitForBatch(t, created.id, ['cancelled'])).request_counts).toEqual({ total: 4, completed: 0, failed: 0, cancelled: 4 });
+    await countsAgree(t, created.id);
+    expect(fake.requests).toHaveLength(0);
+  });
+
   it('items whose hand-back failed are let go: their lease runs out and the batch still ends', async () => {
     const { t, model } = await appWithoutWorker({ WAYGATE_BATCH_LEASE_SECONDS: '1', WAYGATE_BATCH_CONCURRENCY: '1' });
     fake.queue({ delayMs: 400 });

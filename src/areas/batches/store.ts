@@ -308,13 +308,16 @@ export class BatchStore {
     });
   }
 
-  /** Pending items of a cancelling batch become cancelled, counted in the same transaction. */
+  /**
+   * Pending items of a cancelling batch become cancelled, counted in the same transaction; so do running items whose
+   * worker's lease ran out (it died): nobody will finish them, and a cancelled batch's items are never run again.
+   */
   private async drainIn(trx: Db, batchId: string, now: number): Promise<number> {
     const drained = await trx
       .updateTable('batch_items')
       .set({ status: 'cancelled', ended_at: now, locked_by: null, locked_until: null })
       .where('batch_id', '=', batchId)
-      .where('status', '=', 'pending')
+      .where((eb) => eb.or([eb('status', '=', 'pending'), eb.and([eb('status', '=', 'running'), eb('locked_until', '<', now)])]))
       .where((eb) => eb.exists(eb.selectFrom('batches').select('id').where('id', '=', batchId).where('status', '=', 'cancelling')))
       .executeTakeFirst();
     const count = Number(drained.numUpdatedRows);
@@ -378,6 +381,8 @@ export class BatchStore {
           .select('id')
           .where(RUNNING)
           .where('locked_until', '<', now)
+          // Those of a cancelled batch are drained instead.
+          .where((eb) => eb.exists(eb.selectFrom('batches').select('id').whereRef('batches.id', '=', 'batch_items.batch_id').where('batches.status', '=', 'in_progress')))
           .$if(inHand.length > 0, (q) => q.where('id', 'not in', inHand))
           .orderBy('locked_until')
           .limit(limit)
