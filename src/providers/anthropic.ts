@@ -97,6 +97,10 @@ function translateToolChoice(choice: unknown, parallel: unknown): JsonObject | u
 /** A chat completions request as an Anthropic Messages request. */
 export function toAnthropicRequest(body: JsonObject, model: string, stream: boolean): JsonObject {
   const { system, messages } = translateMessages(Array.isArray(body.messages) ? (body.messages as JsonObject[]) : []);
+  // Silently answering one choice would break a client that reads choices[1].
+  if (typeof body.n === 'number' && body.n > 1) {
+    throw ERRORS.validation('Anthropic models answer one choice per request: n must be 1 (send one request per choice)');
+  }
   const stop = typeof body.stop === 'string' ? [body.stop] : (body.stop ?? undefined);
   const tools = Array.isArray(body.tools)
     ? (body.tools as unknown[]).filter(isObject).map((tool) => {

@@ -209,6 +209,17 @@ describe('anthropic provider', () => {
     expect(fake.requests.length).toBe(before);
   });
 
+  it('answers n > 1 with a 400 naming n, without calling Anthropic (its Messages API has one answer per call)', async () => {
+    const before = fake.requests.length;
+    for (const stream of [false, true]) {
+      const res = await chat({ ...chatBody(model), n: 2, stream });
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json().error).toMatchObject({ type: 'invalid_request_error', message: expect.stringMatching(/one choice.*\bn must be 1/) });
+    }
+    expect(fake.requests.length).toBe(before);
+    expect((await chat({ ...chatBody(model), n: 1 })).statusCode).toBe(200);
+  });
+
   it('sends no x-api-key when the model has no key', async () => {
     const keyless = await registerModel(t, { provider: { type: 'anthropic', baseUrl: fake.baseUrl } });
     expect((await chat(chatBody(keyless))).statusCode).toBe(200);
