@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBase32 } from '../../src/platform/ids.js';
 import { BACKENDS, call, createTestApp, flushAudit, type TestApp } from '../helpers/app.js';
+import { holdTogether } from '../helpers/races.js';
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
@@ -117,6 +118,15 @@ describe.each(BACKENDS)('API tokens on %s', (backend) => {
     const row2 = await t.ctx.database.db.selectFrom('api_tokens').select('revoked_at').where('id', '=', token.id).executeTakeFirstOrThrow();
     expect(row2.revoked_at).toBe(row1.revoked_at);
     expect(new Date(row2.revoked_at!).toISOString()).toBe(first.json().token.revokedAt);
+  });
+
+  it('two revokes at once both answer the revokedAt that was stored (the first)', async () => {
+    const { token } = (await createTokenRes(t, {})).json();
+    const restore = holdTogether((t.ctx.services.tokens as unknown as { store: object }).store, 'findById', 2, 10);
+    const answers = await Promise.all([0, 1].map(() => call(t.app, t.adminSession, { method: 'DELETE', url: `/api/tokens/${token.id}` })));
+    restore();
+    const row = await t.ctx.database.db.selectFrom('api_tokens').select('revoked_at').where('id', '=', token.id).executeTakeFirstOrThrow();
+    for (const answer of answers) expect(answer.json().token.revokedAt).toBe(new Date(row.revoked_at!).toISOString());
   });
 
   it('a future expiresAt is stored and returned; the token works until then', async () => {

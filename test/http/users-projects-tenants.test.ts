@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBase32 } from '../../src/platform/ids.js';
 import { ADMIN_EMAIL, BACKENDS, call, createTestApp, type TestApp } from '../helpers/app.js';
+import { holdNext, holdTogether } from '../helpers/races.js';
 
 const email = (prefix: string) => `${prefix}-${randomBase32(8)}@example.test`;
 
@@ -109,6 +110,36 @@ describe.each(BACKENDS)('users, projects and tenants on %s', (backend) => {
       const key = `race-${randomBase32(5)}`;
       const results = await Promise.all([0, 1, 2].map((i) => call(t.app, t.adminSession, { method: 'POST', url: '/api/projects', payload: { name: `Race ${i}`, key } })));
       expect(results.map((r) => r.statusCode).sort()).toEqual([201, 409, 409]);
+    });
+
+    it('two PATCHes of different fields at once both hold (neither writes back what it read of the other)', async () => {
+      const id = (await call(t.app, t.adminSession, { method: 'POST', url: '/api/projects', payload: { name: `Patch race ${randomBase32(4)}` } })).json().project.id;
+      const restore = holdTogether((t.ctx.services.projects as unknown as { store: object }).store, 'find', 2);
+      const [renamed, budgeted] = await Promise.all([
+        call(t.app, t.adminSession, { method: 'PATCH', url: `/api/projects/${id}`, payload: { name: 'Renamed' } }),
+        call(t.app, t.adminSession, { method: 'PATCH', url: `/api/projects/${id}`, payload: { budget: { period: 'day', maxTokens: 100 } } }),
+      ]);
+      restore();
+      expect([renamed.statusCode, budgeted.statusCode]).toEqual([200, 200]);
+      const stored = (await call(t.app, t.adminSession, { method: 'GET', url: '/api/projects' })).json().projects.find((p: { id: string }) => p.id === id);
+      expect(stored).toMatchObject({ name: 'Renamed', budget: { period: 'day', maxTokens: 100 } });
+      // Each answer shows the project as stored after its own change.
+      expect(budgeted.json().project.budget).toEqual({ period: 'day', maxTokens: 100 });
+    });
+
+    it('a cached read that a PATCH overtook is not kept: the new limits apply at once', async () => {
+      const id = (await call(t.app, t.adminSession, { method: 'POST', url: '/api/projects', payload: { name: `Cache race ${randomBase32(4)}` } })).json().project.id;
+      const projects = t.ctx.services.projects;
+      const tenantId = (await t.ctx.database.db.selectFrom('projects').select('tenant_id').where('id', '=', id).executeTakeFirstOrThrow()).tenant_id;
+      const held = holdNext((projects as unknown as { store: object }).store, 'find');
+      const stale = projects.cached(tenantId, id);
+      await held.reached;
+      held.restore();
+      const patched = await call(t.app, t.adminSession, { method: 'PATCH', url: `/api/projects/${id}`, payload: { rateLimit: { rpm: 1 } } });
+      expect(patched.statusCode).toBe(200);
+      held.release();
+      expect((await stale)?.rateLimit).toBeNull();
+      expect((await projects.cached(tenantId, id))?.rateLimit).toEqual({ rpm: 1 });
     });
 
     it('a name with no usable characters for a key, or a bad key, is 400', async () => {

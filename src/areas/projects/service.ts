@@ -3,16 +3,15 @@ import type { Db, Dialect } from '../../db/types.js';
 import { ERRORS } from '../../http/errors.js';
 import type { Bus } from '../../platform/bus.js';
 import { newId, slugify } from '../../platform/ids.js';
+import { ProjectCache } from '../../platform/project-cache.js';
 import { checkLimits, type Budget, type RateLimit } from '../limits/service.js';
 import { ProjectStore, type ProjectRecord } from './store.js';
 
 /** Project keys: URL-friendly, also used by the route schema. */
 export const PROJECT_KEY_PATTERN = '^[a-z0-9][a-z0-9-]{0,47}$';
 const PROJECT_KEY = new RegExp(PROJECT_KEY_PATTERN);
-const CHANGED_TOPIC = 'projects.changed';
 /** Project limits are read on every model call; changes clear the copy at once on every instance through the bus. */
-const CACHE_TTL_MS = 30_000;
-const CACHE_MAX_ENTRIES = 10_000;
+const CHANGED_TOPIC = 'projects.changed';
 
 export interface ProjectPatch {
   name?: string;
@@ -21,40 +20,31 @@ export interface ProjectPatch {
 }
 
 export class ProjectService {
-  private readonly cache = new Map<string, { project: ProjectRecord | null; until: number }>();
+  private readonly cache: ProjectCache<ProjectRecord | null>;
 
-  constructor(private readonly store: ProjectStore, private readonly dialect: Dialect, private readonly bus: Bus) {}
+  constructor(private readonly store: ProjectStore, private readonly dialect: Dialect, bus: Bus) {
+    this.cache = new ProjectCache(bus, CHANGED_TOPIC, (scope) => this.store.find(scope.tenantId, scope.projectId));
+  }
 
-  async start(): Promise<void> {
-    await this.bus.subscribe(CHANGED_TOPIC, (id) => this.cache.delete(id));
+  start(): Promise<void> {
+    return this.cache.start();
   }
 
   /** A project by id from memory when recent (the request path reads budgets and rate limits through this). */
-  async cached(tenantId: string, id: string): Promise<ProjectRecord | null> {
-    const hit = this.cache.get(id);
-    const now = Date.now();
-    if (hit && hit.until > now) return hit.project && hit.project.tenantId === tenantId ? hit.project : null;
-    const project = await this.store.find(tenantId, id);
-    if (!this.cache.has(id) && this.cache.size >= CACHE_MAX_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
-    this.cache.set(id, { project, until: now + CACHE_TTL_MS });
-    return project;
+  cached(tenantId: string, id: string): Promise<ProjectRecord | null> {
+    return this.cache.get({ tenantId, projectId: id });
   }
 
   /** Renames a project or sets its budget and rate limit (null removes them). */
   async update(tenantId: string, idOrKey: string, patch: ProjectPatch): Promise<ProjectRecord> {
     const project = await this.require(tenantId, idOrKey);
     checkLimits(patch.budget, patch.rateLimit);
-    const updated: ProjectRecord = {
-      ...project,
-      name: patch.name ?? project.name,
-      budget: patch.budget === undefined ? project.budget : patch.budget,
-      rateLimit: patch.rateLimit === undefined ? project.rateLimit : patch.rateLimit,
-      limitsUpdatedAt: patch.budget === undefined && patch.rateLimit === undefined ? project.limitsUpdatedAt : Date.now(),
-    };
-    await this.store.update(updated);
-    this.cache.delete(updated.id);
-    // Best effort: without the notice other instances still reload when their cached copy expires.
-    await this.bus.publish(CHANGED_TOPIC, updated.id).catch(() => undefined);
+    const limitsChanged = patch.budget !== undefined || patch.rateLimit !== undefined;
+    if (patch.name === undefined && !limitsChanged) return project;
+    const updated = await this.store.update(tenantId, project.id, { ...patch, limitsUpdatedAt: limitsChanged ? Date.now() : undefined });
+    if (!updated) throw ERRORS.notFound('Project', idOrKey);
+    // Best effort beyond this instance: without the notice others reload when their cached copy expires.
+    await this.cache.changed({ tenantId, projectId: project.id });
     return updated;
   }
 

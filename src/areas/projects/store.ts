@@ -47,18 +47,24 @@ export class ProjectStore {
       .execute();
   }
 
-  async update(project: ProjectRecord): Promise<void> {
-    await this.db
+  /**
+   * Writes only the fields given, so that two changes to different fields at once both hold; returns the project as
+   * stored, or null when it is gone.
+   */
+  async update(tenantId: string, id: string, change: Partial<Pick<ProjectRecord, 'name' | 'budget' | 'rateLimit' | 'limitsUpdatedAt'>>): Promise<ProjectRecord | null> {
+    const row = await this.db
       .updateTable('projects')
       .set({
-        name: project.name,
-        budget: toJson(this.dialect, project.budget),
-        rate_limit: toJson(this.dialect, project.rateLimit),
-        limits_updated_at: project.limitsUpdatedAt,
+        ...(change.name !== undefined ? { name: change.name } : {}),
+        ...(change.budget !== undefined ? { budget: toJson(this.dialect, change.budget) } : {}),
+        ...(change.rateLimit !== undefined ? { rate_limit: toJson(this.dialect, change.rateLimit) } : {}),
+        ...(change.limitsUpdatedAt !== undefined ? { limits_updated_at: change.limitsUpdatedAt } : {}),
       })
-      .where('tenant_id', '=', project.tenantId)
-      .where('id', '=', project.id)
-      .execute();
+      .where('tenant_id', '=', tenantId)
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirst();
+    return row ? toRecord(row) : null;
   }
 
   async list(tenantId: string): Promise<ProjectRecord[]> {

@@ -201,10 +201,8 @@ export class TokenService {
     const token = found?.token;
     const visible = token && (actor.kind === 'system' || roleAtLeast(actor.role, 'admin') || token.createdByUserId === actor.userId);
     if (!found || !token || !visible) throw ERRORS.notFound('Token', id);
-    if (token.revokedAt === null) {
-      token.revokedAt = Date.now();
-      await this.store.revoke(actor.tenantId, id, token.revokedAt);
-    }
+    // A revoke racing this one may have stored its time first: answer with what is stored.
+    if (token.revokedAt === null) token.revokedAt = await this.store.revoke(actor.tenantId, id, Date.now());
     this.forget(found.tokenHash);
     // Best effort: without the notice other instances still drop the token when their cached copy expires.
     await this.bus.publish(REVOKED_TOPIC, found.tokenHash).catch(() => undefined);

@@ -93,7 +93,8 @@ export class TokenStore {
     return rows.map(toRecord);
   }
 
-  async revoke(tenantId: string, id: string, at: number): Promise<void> {
+  /** Revokes at `at` unless already revoked; returns when it was revoked, as stored (the first revoke's time). */
+  async revoke(tenantId: string, id: string, at: number): Promise<number | null> {
     await this.db
       .updateTable('api_tokens')
       .set({ revoked_at: at })
@@ -101,5 +102,7 @@ export class TokenStore {
       .where('id', '=', id)
       .where('revoked_at', 'is', null)
       .execute();
+    const row = await this.db.selectFrom('api_tokens').select('revoked_at').where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+    return row?.revoked_at ?? null;
   }
 }
