@@ -110,6 +110,16 @@ export const ROUTE_PERMISSIONS: Record<string, RoutePermission> = {
   'users.create': { service: 'users', level: 'write' },
 };
 
+/**
+ * For work that calls the project's models for the caller (batches, agents): a principal that may not call them
+ * directly may not call them through that work either.
+ */
+export function requireModelCalls(principal: Principal, work: string): void {
+  if (effectiveAccess(principal, 'models') === 'none') {
+    throw ERRORS.forbidden(`This ${principal.kind === 'api_token' ? 'token' : 'user'} lacks read permission on the models service, which ${work} needs`);
+  }
+}
+
 export function authorize(principal: Principal, operationId: string): void {
   const needed = ROUTE_PERMISSIONS[operationId];
   if (!needed) throw ERRORS.forbidden(`Operation ${operationId} has no permission rule`);

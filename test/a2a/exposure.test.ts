@@ -127,7 +127,7 @@ describe.each(BACKENDS)('A2A exposure and Agent Card on %s', (backend) => {
     expect((await card(key)).statusCode).toBe(200);
   });
 
-  it('needs an API token (401 in the error envelope, not JSON-RPC) and read permission on agents (403)', async () => {
+  it('needs an API token (401 in the error envelope, not JSON-RPC), read permission on agents and on models (403)', async () => {
     const key = await exposedAgent(t);
     for (const res of [await card(key, {}, null), await rpcRaw(t, key, sendBody, { token: null }), await rpcRaw(t, key, sendBody, { token: 'wgt_not-a-token' })]) {
       expect(res.statusCode).toBe(401);
@@ -137,6 +137,12 @@ describe.each(BACKENDS)('A2A exposure and Agent Card on %s', (backend) => {
     const noAgents = await createToken(t, { role: 'member', permissions: { agents: 'none', models: 'read' } });
     expect((await card(key, {}, noAgents.value)).statusCode).toBe(403);
     expect((await rpcRaw(t, key, sendBody, { token: noAgents.value })).statusCode).toBe(403);
+    // The agent calls a model: a token that may not call it directly may not call it through A2A either.
+    const noModels = await createToken(t, { role: 'member', permissions: { agents: 'read', models: 'none' } });
+    expect((await card(key, {}, noModels.value)).statusCode).toBe(200);
+    const refused = await rpcRaw(t, key, sendBody, { token: noModels.value });
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json().error.message).toMatch(/models service, which running an agent needs/);
     const viewer = await createToken(t, { role: 'viewer' });
     expect((await card(key, {}, viewer.value)).statusCode).toBe(200);
     const ran = await rpcRaw(t, key, sendBody, { token: viewer.value });

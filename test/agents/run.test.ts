@@ -117,6 +117,16 @@ describe.each(BACKENDS)('running agents on %s', (backend) => {
     expect(fake.requests).toHaveLength(0);
   });
 
+  it('a token without access to models may not call them through an agent (403), as through a batch', async () => {
+    const agentsOnly = await createToken(t, { role: 'member', permissions: { agents: 'write', models: 'none' } });
+    const created = await createAgent(t, { name: 'Proxy', config: { modelKey: model } }, agentsOnly.value);
+    await publish(t, created.key, undefined, agentsOnly.value);
+    const res = await respond(t, { model: created.key, input: 'any prompt' }, agentsOnly.value);
+    expect(res.statusCode, res.body).toBe(403);
+    expect(res.json().error.message).toBe('This token lacks read permission on the models service, which running an agent needs');
+    expect(fake.requests).toHaveLength(0);
+  });
+
   it('previous_response_id "resp_" with nothing after it is a 404, not a new conversation', async () => {
     const key = await publishedAgent({ modelKey: model });
     const res = await respond(t, { model: key, input: 'hello', previous_response_id: 'resp_' });

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Context } from '../../context.js';
-import { projectScope, requireApiToken } from '../../http/guards.js';
+import { principalOf, projectScope, requireApiToken } from '../../http/guards.js';
+import { requireModelCalls } from '../../http/rbac.js';
 import { callerOf } from '../inference/caller.js';
 import { dialectOf, VERSION_HEADER } from './protocol.js';
 import { agentCardSchema, rpcSchema } from './schemas.js';
@@ -42,6 +43,7 @@ export async function a2aRoutes(app: FastifyInstance, { ctx }: { ctx: Context })
 
   // Validation results are attached, not thrown: every protocol failure is a JSON-RPC error (the schema documents).
   app.post<{ Params: AgentParams }>(`${A2A_PREFIX}/:agentKey`, { schema: rpcSchema, attachValidation: true, config: { audited: false } }, async (request, reply) => {
+    requireModelCalls(principalOf(request), 'running an agent');
     const agent = await a2a.invocableAgent(projectScope(request), request.params.agentKey);
     const header = versionHeader(request);
     const response = await a2a.handle({

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Context } from '../../context.js';
 import { principalOf, projectScope, requireApiToken } from '../../http/guards.js';
 import { ERRORS } from '../../http/errors.js';
-import { effectiveAccess } from '../../http/rbac.js';
+import { effectiveAccess, requireModelCalls } from '../../http/rbac.js';
 import {
   cancelBatchSchema,
   createBatchSchema,
@@ -28,8 +28,7 @@ export async function batchRoutes(app: FastifyInstance, { ctx }: { ctx: Context 
 
   app.post<{ Body: Static<typeof CreateBatchBody> }>('/api/client/v1/batches', { schema: createBatchSchema }, async (request, reply) => {
     const principal = principalOf(request);
-    // Items call models: a token that may not call them directly may not call them through a batch either.
-    if (effectiveAccess(principal, 'models') === 'none') throw ERRORS.forbidden('This token lacks read permission on the models service, which running a batch needs');
+    requireModelCalls(principal, 'running a batch');
     // The document store is reached through the batch as the token could reach it directly, or not at all.
     if (request.body.input_file && effectiveAccess(principal, 'files') === 'none') throw ERRORS.forbidden('This token lacks read permission on the files service, which input_file needs');
     if (request.body.output_bucket_key !== undefined && effectiveAccess(principal, 'files') !== 'write') {
