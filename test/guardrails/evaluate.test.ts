@@ -53,10 +53,10 @@ describe.each(BACKENDS)('POST /guardrails/evaluate on %s', (backend) => {
   });
 
   it('PII behind obfuscation is still found (full-width characters, zero-width spaces)', async () => {
-    const text = 'write to ｊａｎｅ@example.com or j\u200Bane.doe@exa\u200Dmple.com';
+    const text = 'write to ｊａｎｅ@example.com or j\u200Bane.doe@exa\u200Dmple.com, card 4\u200E111\u2066 1111\uFE0F 1111 1111.';
     const result = (await evaluate(t, { guardrail_key: 'pii-redact', text })).json();
     expect(result.passed).toBe(false);
-    expect(result.redacted_text).toBe('write to [REDACTED:email] or [REDACTED:email]');
+    expect(result.redacted_text).toBe('write to [REDACTED:email] or [REDACTED:email], card [REDACTED:credit_card].');
   });
 
   it('moderation (built in) flags a violent threat and passes a harmless look-alike', async () => {

@@ -91,6 +91,7 @@ describe('classifyContent: context, negation and obfuscation', () => {
     expect(flagged('I am going to kiiiiill you')).toContain('harassment/threatening');
     expect(flagged('I want to kіll myself')).toContain('self-harm/intent'); // Cyrillic і
     expect(flagged('I want to k\u200Bill myself')).toContain('self-harm/intent'); // zero width, removed by normalizeText
+    expect(flagged([...'I will kill you tomorrow'].join('\u200E'))).toContain('harassment/threatening'); // a direction mark
   });
 
   it('reports scores in 0..1, highest first, with evidence', () => {

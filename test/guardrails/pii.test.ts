@@ -252,6 +252,16 @@ describe('scanPii', () => {
     expect(categories('４１１１ １１１１ １１１１ １１１１')).toEqual(['credit_card']);
     expect(categories('jane\u200B@example\u200C.com')).toEqual(['email']);
   });
+
+  // Direction marks and isolates, the combining grapheme joiner, the Arabic letter mark, a variation selector, a tag
+  // character, a Hangul filler: every default-ignorable code point is invisible, so none may hide a finding.
+  const marks = ['\u200E', '\u200F', '\u202A', '\u202E', '\u2066', '\u2069', '\u034F', '\u061C', '\uFE0F', '\u{E0041}', '\u3164'];
+  it.each(marks.map((mark) => [mark.codePointAt(0)!.toString(16).toUpperCase(), mark]))('sees through U+%s between every character', (_code, mark) => {
+    const hide = (text: string) => [...text].join(mark);
+    expect(categories(hide('4111111111111111'))).toEqual(['credit_card']);
+    expect(categories(hide('john.doe@example.com'))).toEqual(['email']);
+    expect(categories(hide('123-45-6789'))).toEqual(['us_ssn']);
+  });
 });
 
 describe('redactPii', () => {

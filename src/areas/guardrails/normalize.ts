@@ -1,9 +1,9 @@
 /**
- * Zero-width and invisible formatting characters that obfuscation puts between letters ("p\u200Bassword"): ZERO WIDTH
- * SPACE, NON-JOINER, JOINER, WORD JOINER, the BOM, SOFT HYPHEN, MONGOLIAN VOWEL SEPARATOR, and the invisible math
- * operators U+2061-U+2064.
+ * Invisible characters that obfuscation puts between letters ("p\u200Bassword"): every default-ignorable code point
+ * (zero-width spaces and joiners, direction marks and isolates, the BOM, SOFT HYPHEN, variation selectors, tag
+ * characters, Hangul fillers, ...), which Unicode says to render as nothing, and MONGOLIAN VOWEL SEPARATOR.
  */
-const INVISIBLE = /[\u200B-\u200D\u2060-\u2064\uFEFF\u00AD\u180E]/g;
+const INVISIBLE = /[\p{Default_Ignorable_Code_Point}\u180E]/gu;
 
 /**
  * The text every detector scans: NFKC (full-width digits, ligatures and other compatibility forms become their plain
@@ -24,7 +24,7 @@ export interface OffsetText {
 /** Anything but printable ASCII and line breaks: text without it is its own normal form. */
 const NOT_PLAIN = /[^\x20-\x7e\t\n\r]/;
 /** A normalised code point that is one of the INVISIBLE characters (the same set: offsets and normalizeText agree). */
-const INVISIBLE_CHAR = new RegExp(`^${INVISIBLE.source}$`);
+const INVISIBLE_CHAR = new RegExp(`^${INVISIBLE.source}$`, 'u');
 
 /**
  * normalizeText, code point by code point, keeping track of offsets, so that what detectors find in the normalised
