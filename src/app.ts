@@ -56,6 +56,9 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
   });
   app.addHook('onResponse', (request, reply, done) => {
     request.log.info({ method: request.method, url: request.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    // A response that began before shutdown (a stream) went out without `connection: close`: its keep-alive socket
+    // would hold close() until the grace period ends.
+    if (ctx.health.stopping) request.raw.socket?.end();
     done();
   });
   app.addHook('onSend', (request, reply, payload, done) => {

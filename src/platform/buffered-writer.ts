@@ -1,4 +1,4 @@
-import { setImmediate as nextMacrotask } from 'node:timers/promises';
+import { setImmediate as nextMacrotask, setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 
 export interface BufferedWriterOptions<T> {
@@ -28,6 +28,8 @@ export const WRITE_SLICE = 50;
 const FLUSH_AT = WRITE_SLICE;
 /** After a failed flush, only the timer retries until this pause has passed. */
 const RETRY_PAUSE_MS = 1_000;
+/** How long close() goes on retrying an unreachable database (a failover during a deploy) before it gives up. */
+const CLOSE_RETRY_MS = 10_000;
 
 /**
  * Writes off the request path: `push` only appends to memory; a timer (and a full buffer) flushes in batches,
@@ -123,8 +125,17 @@ export class BufferedWriter<T> {
     }
   }
 
+  /** Writes what is left, retrying for a while when the database is unreachable; what still fails is reported lost. */
   async close(): Promise<void> {
     clearInterval(this.timer);
+    const deadline = Date.now() + CLOSE_RETRY_MS;
     await this.flush();
+    while (this.buffer.length > 0 && Date.now() < deadline) {
+      await sleep(Math.min(RETRY_PAUSE_MS, deadline - Date.now()));
+      await this.flush();
+    }
+    if (this.buffer.length > 0) {
+      this.options.log.error({ lost: this.buffer.length }, `${this.options.name} events could not be written before shutdown; they are lost`);
+    }
   }
 }

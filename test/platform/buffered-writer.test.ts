@@ -82,6 +82,22 @@ describe('BufferedWriter', () => {
     await writer.close();
   });
 
+  it('close() goes on retrying while the database is briefly unreachable (a failover during a deploy)', async () => {
+    const downUntil = Date.now() + 300;
+    const written: number[] = [];
+    const refuse = async () => {
+      if (Date.now() < downUntil) throw new Error('connection refused');
+    };
+    const writer = writerWith(async (batch) => {
+      await refuse();
+      written.push(...batch);
+    }, refuse);
+    for (let i = 0; i < 10; i++) writer.push(i);
+    await writer.close();
+    expect(written).toEqual(Array.from({ length: 10 }, (_, i) => i));
+    expect(writer.pending).toBe(0);
+  });
+
   it('drops only an item the database refuses; the rest of its slice and later slices are written', async () => {
     const written: number[] = [];
     const writer = writerWith(async (batch) => {

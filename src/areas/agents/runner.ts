@@ -178,6 +178,7 @@ export class AgentRunner {
     const started = performance.now();
     let status = 200;
     let usage: { inputTokens: number; outputTokens: number } | null = null;
+    this.usage.expect();
     try {
       const answer = await callConnection(this.upstream, connection, secrets, {
         messages,

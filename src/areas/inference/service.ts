@@ -337,6 +337,7 @@ export class InferenceService {
     let model = primary;
     let usage: Usage | null = null;
     let upstreamMs = 0;
+    this.usage.expect();
     try {
       const sent = guarded ? await this.guardInput(caller, primary, guards.input, body, guarded.input) : body;
       const upstreamBody = capped(sent, reservation, primary.target);
@@ -395,6 +396,7 @@ export class InferenceService {
     const estimateInput = lazy(() => estimateChatInput(body));
     const reservation = await this.admit(caller, candidates, estimateInput, desiredChatOutput(body), choiceCount(body));
     let started: { model: ResolvedModel; answer: Awaited<ReturnType<Provider['chatStream']>> };
+    this.usage.expect();
     try {
       const upstreamBody = capped(await this.guardInput(caller, primary, guards.input, body, chatInputTexts), reservation, primary.target);
       started = await this.firstAnswer(candidates, (m) => this.providers[m.record.provider.type].chatStream(m.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }));

@@ -21,9 +21,15 @@ export type CallUsage = Pick<
   'model' | 'provider' | 'service' | 'endpoint' | 'inputTokens' | 'outputTokens' | 'cost' | 'currency' | 'upstreamLatencyMs' | 'status' | 'streamed'
 >;
 
+/** How long close() waits for calls under way to be metered: those of requests cut at shutdown end within ticks. */
+const CLOSE_WAIT_MS = 5_000;
+
 /** Usage metering: one event per model call, buffered and written in batches off the request path. */
 export class UsageService {
   private readonly writer: BufferedWriter<UsageEvent>;
+  /** Calls started (`expect`) whose event is not recorded yet, and who waits for there to be none. */
+  private expected = 0;
+  private whenNoneExpected: (() => void) | null = null;
 
   constructor(private readonly store: UsageStore, log: Logger) {
     this.writer = new BufferedWriter({
@@ -37,6 +43,14 @@ export class UsageService {
 
   record(event: UsageEvent): void {
     this.writer.push(event);
+  }
+
+  /**
+   * A model call has started and will end in exactly one recordCall, whatever happens. Shutdown waits for these: a
+   * call cut at the deadline is metered as its handler unwinds, after the server has closed.
+   */
+  expect(): void {
+    this.expected++;
   }
 
   /** One model call, ending now, of the caller's request. */
@@ -54,6 +68,7 @@ export class UsageService {
       sessionId: caller.sessionId,
       createdAt: now,
     });
+    if (this.expected > 0 && --this.expected === 0) this.whenNoneExpected?.();
   }
 
   flush(): Promise<void> {
@@ -69,7 +84,15 @@ export class UsageService {
     return this.store.totalsSince(scope, since);
   }
 
-  close(): Promise<void> {
-    return this.writer.close();
+  /** Waits (a bounded time) for the calls under way to be metered, then writes everything buffered. */
+  async close(): Promise<void> {
+    if (this.expected > 0) {
+      const metered = new Promise<void>((resolve) => (this.whenNoneExpected = resolve));
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)));
+      await Promise.race([metered, timeout]);
+      clearTimeout(timer);
+    }
+    await this.writer.close();
   }
 }

@@ -1,0 +1,72 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createContext } from '../../src/context.js';
+import { BACKENDS } from '../helpers/app.js';
+import { CLIENT, registerFakeModel, setupInference, type InferenceSetup } from '../helpers/inference.js';
+import { chatBody } from '../helpers/models.js';
+
+/**
+ * Shutdown: a call cut at the end of the grace period (its connection closed by the server) is still metered, and a
+ * stream that began before shutdown does not hold the server open once it ends.
+ */
+describe.each(BACKENDS)('shutdown on %s', (backend) => {
+  let s: InferenceSetup;
+  let model: string;
+  let port: number;
+
+  beforeAll(async () => {
+    s = await setupInference({ backend, env: { WAYGATE_UPSTREAM_RETRIES: '0' } });
+    model = await registerFakeModel(s.t, s.fake, { upstreamModel: 'gpt-shutdown' });
+    await s.t.app.listen({ port: 0, host: '127.0.0.1' });
+    port = (s.t.app.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => s.close());
+
+  function send(body: Record<string, unknown>, requestId: string): Promise<string> {
+    return new Promise((resolve) => {
+      const request = http.request({
+        host: '127.0.0.1', port, method: 'POST', path: `${CLIENT}/chat/completions`, agent: new http.Agent({ keepAlive: true }),
+        headers: { authorization: `Bearer ${s.token.value}`, 'content-type': 'application/json', 'x-request-id': requestId },
+      });
+      request.once('error', () => resolve('connection closed'));
+      request.once('response', (res) => {
+        let text = '';
+        res.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+        res.once('end', () => resolve(text));
+        res.once('error', () => resolve('connection closed'));
+      });
+      request.end(JSON.stringify(body));
+    });
+  }
+
+  it('a stream that began before shutdown ends, and its keep-alive socket does not hold close(); a call cut by the server is metered', async () => {
+    // One stream whose pieces come slowly, and one call whose upstream never answers.
+    s.fake.queue({ pieces: ['a', 'b', 'c'], pieceDelayMs: 150 }, { hang: true });
+    const upstreamHas = async (n: number) => {
+      while (s.fake.requests.length < n) await new Promise((resolve) => setTimeout(resolve, 10));
+    };
+    const streamed = send({ ...chatBody(model), stream: true }, 'shutdown-stream');
+    await upstreamHas(1);
+    const cut = send(chatBody(model), 'shutdown-cut');
+    await upstreamHas(2);
+
+    s.t.ctx.health.markStopping();
+    const closing = s.t.app.close();
+    expect(await streamed).toContain('data: [DONE]');
+    // What the grace deadline does to the call that is still waiting for its upstream.
+    s.t.app.server.closeAllConnections();
+    expect(await cut).toBe('connection closed');
+    const closedSoon = await Promise.race([closing.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 5_000))]);
+    expect(closedSoon).toBe(true);
+
+    const reopened = await createContext(s.t.config, { logger: pino({ level: 'silent' }) });
+    try {
+      const rows = await reopened.database.db.selectFrom('usage_events').select(['request_id', 'status']).where('request_id', 'in', ['shutdown-stream', 'shutdown-cut']).orderBy('request_id').execute();
+      expect(rows).toEqual([{ request_id: 'shutdown-cut', status: 499 }, { request_id: 'shutdown-stream', status: 200 }]);
+    } finally {
+      await reopened.close();
+    }
+  });
+});
