@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, call, createTestApp, createUserSession, flushAudit, type TestApp } from '../helpers/app.js';
 import { registerModel } from '../helpers/models.js';
-import { createGuardrail, GUARDRAILS, guardrail } from './support.js';
+import { holdTogether } from '../helpers/races.js';
+import { createGuardrail, evaluate, GUARDRAILS, guardrail } from './support.js';
 
 describe.each(BACKENDS)('guardrail configuration on %s', (backend) => {
   let t: TestApp;
@@ -88,6 +89,32 @@ describe.each(BACKENDS)('guardrail configuration on %s', (backend) => {
     expect(bad.statusCode).toBe(400);
     expect((await call(t.app, t.adminSession, { method: 'PATCH', url: `${GUARDRAILS}/nope`, payload: { name: 'x' } })).statusCode).toBe(404);
     expect((await call(t.app, t.adminSession, { method: 'PATCH', url: `${GUARDRAILS}/patch-me`, payload: { type: 'moderation' } })).statusCode).toBe(400);
+  });
+
+  it('two PATCHes of different fields at once both hold: the later one starts again from the first one\'s result', async () => {
+    const key = await guardrail(t, { key: `race-${Date.now().toString(36)}`, type: 'pii', action: 'flag' });
+    const restore = holdTogether((t.ctx.services.guardrails as unknown as { store: object }).store, 'find', 2);
+    const [blocked, renamed] = await Promise.all([
+      call(t.app, t.adminSession, { method: 'PATCH', url: `${GUARDRAILS}/${key}`, payload: { action: 'block' } }),
+      call(t.app, t.adminSession, { method: 'PATCH', url: `${GUARDRAILS}/${key}`, payload: { name: 'Renamed' } }),
+    ]);
+    restore();
+    expect([blocked.statusCode, renamed.statusCode]).toEqual([200, 200]);
+    const stored = (await call(t.app, t.adminSession, { method: 'GET', url: GUARDRAILS })).json().guardrails.find((g: { key: string }) => g.key === key);
+    expect(stored).toMatchObject({ action: 'block', name: 'Renamed' });
+  });
+
+  it('a guardrail deleted and created again under its key starts with no evaluations of its own', async () => {
+    const key = `reused-${Date.now().toString(36)}`;
+    await guardrail(t, { key, type: 'pii' });
+    for (let i = 0; i < 3; i++) expect((await evaluate(t, { guardrail_key: key, text: 'mail me at a.b@example.com' })).statusCode).toBe(200);
+    expect((await call(t.app, t.adminSession, { method: 'DELETE', url: `${GUARDRAILS}/${key}` })).statusCode).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+    await guardrail(t, { key, type: 'prompt_shield' });
+    const res = await call(t.app, t.adminSession, { method: 'GET', url: `${GUARDRAILS}/${key}/evaluations` });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ stats: { evaluations: 0, failed: 0, failRate: 0 } });
+    expect(res.json().evaluations).toEqual([]);
   });
 
   it('PATCH keeps modelKey when it is left out and removes it when it is null', async () => {

@@ -145,10 +145,11 @@ export class GuardrailEvaluator {
 
   /** A guardrail's recent evaluations and its fail rate over the last 24 hours (what is buffered included). */
   async evaluations(scope: ProjectScope, key: string, limit: number): Promise<{ since: number; evaluations: number; failed: number; failRate: number; recent: EvaluationRecord[] }> {
-    await this.guardrails.get(scope, key);
+    // Evaluations are kept by key: a guardrail deleted and created again under its key does not inherit the old ones.
+    const { createdAt } = await this.guardrails.get(scope, key);
     await this.records.flush();
-    const since = Date.now() - 86_400_000;
-    const [recent, counts] = await Promise.all([this.store.recentEvaluations(scope, key, limit), this.store.counts(scope, key, since)]);
+    const since = Math.max(Date.now() - 86_400_000, createdAt);
+    const [recent, counts] = await Promise.all([this.store.recentEvaluations(scope, key, limit, createdAt), this.store.counts(scope, key, since)]);
     return { since, ...counts, failRate: counts.evaluations === 0 ? 0 : counts.failed / counts.evaluations, recent };
   }
 

@@ -28,6 +28,8 @@ export interface GuardrailInput {
 export type GuardrailPatch = Partial<Omit<GuardrailInput, 'key' | 'type'>>;
 
 const CHANGED_TOPIC = 'guardrails.changed';
+/** Tries of a PATCH that other changes keep overtaking, before it answers 409. */
+const UPDATE_ATTEMPTS = 5;
 const configValidators = Object.fromEntries(Object.entries(CONFIG_SCHEMAS).map(([type, schema]) => [type, compileBodyValidator(schema)])) as Record<GuardrailType, ReturnType<typeof compileBodyValidator>>;
 const GUARDRAIL_KEY = new RegExp(GUARDRAIL_KEY_PATTERN);
 
@@ -112,17 +114,26 @@ export class GuardrailService {
     return record;
   }
 
+  /**
+   * Applies the patch to the guardrail as stored and checks the result as a whole. A change that lands between the
+   * read and the write (another PATCH) makes it start again from the new state, so neither change is lost.
+   */
   async update(scope: ProjectScope, key: string, patch: GuardrailPatch): Promise<GuardrailRecord> {
-    const current = await this.store.find(scope, key);
-    if (!current) throw ERRORS.notFound('Guardrail', key);
     const defined = Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== undefined)) as GuardrailPatch;
-    // Undefined fields keep the current value; null (modelKey) is kept as a change.
-    const updated = await this.checked(scope, { ...current, ...defined, updatedAt: Date.now() });
-    // Models naming it for a stage its new target excludes would silently stop running it: refuse instead.
-    for (const model of await this.models.list(scope)) this.checkStages(updated, model.key, model.guardrails);
-    await this.store.update(scope, updated);
-    await this.changed(scope);
-    return updated;
+    for (let attempt = 1; ; attempt++) {
+      const current = await this.store.find(scope, key);
+      if (!current) throw ERRORS.notFound('Guardrail', key);
+      // Undefined fields keep the current value; null (modelKey) is kept as a change. updatedAt always moves on,
+      // even within one millisecond, so that a racing write sees the change.
+      const updated = await this.checked(scope, { ...current, ...defined, updatedAt: Math.max(Date.now(), current.updatedAt + 1) });
+      // Models naming it for a stage its new target excludes would silently stop running it: refuse instead.
+      for (const model of await this.models.list(scope)) this.checkStages(updated, model.key, model.guardrails);
+      if (await this.store.update(scope, updated, current.updatedAt)) {
+        await this.changed(scope);
+        return updated;
+      }
+      if (attempt === UPDATE_ATTEMPTS) throw ERRORS.conflict(`Guardrail "${key}" kept changing while this change was applied; try again`);
+    }
   }
 
   /** A guardrail a model still names cannot go: the model would run without it. */

@@ -119,9 +119,18 @@ export class GuardrailStore {
     await this.db.insertInto('guardrails').values(this.row(record)).execute();
   }
 
-  async update(scope: ProjectScope, record: GuardrailRecord): Promise<void> {
+  /** Writes the record unless another change landed since it was read (`readAt`: its updatedAt then); false if one did. */
+  async update(scope: ProjectScope, record: GuardrailRecord, readAt: number): Promise<boolean> {
     const { id: _id, tenant_id: _tenant, project_id: _project, key: _key, created_at: _created, ...changes } = this.row(record);
-    await this.db.updateTable('guardrails').set(changes).where('tenant_id', '=', scope.tenantId).where('project_id', '=', scope.projectId).where('id', '=', record.id).execute();
+    const result = await this.db
+      .updateTable('guardrails')
+      .set(changes)
+      .where('tenant_id', '=', scope.tenantId)
+      .where('project_id', '=', scope.projectId)
+      .where('id', '=', record.id)
+      .where('updated_at', '=', readAt)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
   }
 
   async find(scope: ProjectScope, key: string): Promise<GuardrailRecord | null> {
@@ -173,14 +182,15 @@ export class GuardrailStore {
     }
   }
 
-  /** The newest evaluations of a guardrail. */
-  async recentEvaluations(scope: ProjectScope, key: string, limit: number): Promise<EvaluationRecord[]> {
+  /** The newest evaluations of a guardrail, made since `since`. */
+  async recentEvaluations(scope: ProjectScope, key: string, limit: number, since: number): Promise<EvaluationRecord[]> {
     const rows = await this.db
       .selectFrom('guardrail_evaluations')
       .selectAll()
       .where('tenant_id', '=', scope.tenantId)
       .where('project_id', '=', scope.projectId)
       .where('guardrail_key', '=', key)
+      .where('created_at', '>=', since)
       .orderBy('created_at', 'desc')
       .orderBy('id', 'desc')
       .limit(limit)
