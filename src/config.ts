@@ -128,11 +128,29 @@ function databaseTarget(raw: string | undefined, dataDir: string, poolSize: numb
     return { kind: 'postgres', url: raw, poolSize };
   }
   if (raw.startsWith('sqlite:')) {
+    // In sqlite://data/w.db "data" is a URL host, which the path used to lose: refuse it rather than guess.
+    if (/^sqlite:\/\/(?!\/)/.test(raw)) {
+      throw new ConfigError('DATABASE_URL', 'needs a third slash after sqlite://; write sqlite:relative/path or sqlite:///absolute/path');
+    }
     const file = raw.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
     if (file === '') throw new ConfigError('DATABASE_URL', 'names no SQLite file (use sqlite:./data/waygate.db)');
     return { kind: 'sqlite', file: file === ':memory:' ? file : path.resolve(file) };
   }
   throw new ConfigError('DATABASE_URL', 'must start with sqlite: or postgres://');
+}
+
+/** The messages never repeat the URL: it may carry a password. */
+function checkRedisUrl(raw: string): void {
+  if (!/^rediss?:\/\//.test(raw)) throw new ConfigError('REDIS_URL', 'must start with redis:// or rediss://');
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError('REDIS_URL', 'is not a valid URL (expected redis://[:password@]host[:port][/db], port 1-65535)');
+  }
+  if (url.hostname === '') throw new ConfigError('REDIS_URL', 'names no host (expected redis://[:password@]host[:port][/db])');
+  // new URL() already refuses a port that is not a number up to 65535.
+  if (url.port === '0') throw new ConfigError('REDIS_URL', 'has port 0; use a port between 1 and 65535');
 }
 
 /** Reads the environment once into a typed, validated config; throws ConfigError naming the bad variable. */
@@ -149,9 +167,7 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('WAYGATE_ADMIN_PASSWORD', 'must be at least 8 characters');
   }
   const redisUrl = text(env, 'REDIS_URL');
-  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) {
-    throw new ConfigError('REDIS_URL', 'must start with redis:// or rediss://');
-  }
+  if (redisUrl !== undefined) checkRedisUrl(redisUrl);
   const secretKey = text(env, 'WAYGATE_SECRET_KEY');
   if (secretKey !== undefined && secretKey.length < 32) {
     throw new ConfigError('WAYGATE_SECRET_KEY', 'must be at least 32 characters');

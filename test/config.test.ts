@@ -105,6 +105,37 @@ describe('loadConfig parses every variable', () => {
     expect(loadConfig({ DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test' }).database.kind).toBe('postgres');
   });
 
+  it('refuses sqlite:// followed by a host, which would silently drop it, and names both accepted forms', () => {
+    for (const url of ['sqlite://data/w.db', 'sqlite://./x.db', 'sqlite://']) {
+      const error = configError({ DATABASE_URL: url });
+      expect(error.message).toContain('DATABASE_URL');
+      expect(error.message).toContain('sqlite:relative/path');
+      expect(error.message).toContain('sqlite:///absolute/path');
+    }
+    expect(loadConfig({ DATABASE_URL: 'sqlite:data/w.db' }).database).toEqual({ kind: 'sqlite', file: path.resolve('data/w.db') });
+    expect(loadConfig({ DATABASE_URL: 'sqlite::memory:' }).database).toEqual({ kind: 'sqlite', file: ':memory:' });
+  });
+
+  it('accepts REDIS_URL with a host, optional password, port and database number', () => {
+    for (const url of ['redis://localhost', 'redis://:pw@cache:6379/2', 'rediss://user:p%40ss@[::1]:6380', 'redis://h:65535?family=6']) {
+      expect(loadConfig({ REDIS_URL: url }).redisUrl).toBe(url);
+    }
+  });
+
+  it.each([
+    ['redis://localhost:notaport', 'not a valid URL'],
+    ['redis://localhost:70000', 'not a valid URL'],
+    ['redis://:secretpw@', 'not a valid URL'],
+    ['redis://', 'names no host'],
+    ['redis:///0', 'names no host'],
+    ['redis://localhost:0', 'port 0'],
+  ])('refuses REDIS_URL=%s at start-up, naming REDIS_URL and the problem (%s) without repeating a password', (url, problem) => {
+    const error = configError({ REDIS_URL: url });
+    expect(error.message).toContain('REDIS_URL');
+    expect(error.message).toContain(problem);
+    expect(error.message).not.toContain('secretpw');
+  });
+
   it.each([
     ['true', true], ['1', true], ['yes', true], ['ON', true],
     ['false', false], ['0', false], ['no', false], ['Off', false],

@@ -18,8 +18,8 @@ Configuration comes from the environment (see README). Every command takes --hel
   init: `Usage: waygate init\n\nApplies migrations and creates tenant "default", project "default" and the instance admin (and the\nWAYGATE_BOOTSTRAP_TOKEN token when set). Prints JSON; the generated admin password appears only on the first run.`,
   tokens: `Usage: waygate tokens <create|list|revoke> [options]
 
-  create --name NAME [--project KEY|--no-project] [--role owner|admin|member|viewer] [--expires ISO8601]
-         Prints JSON {token, value}; the value is shown only here.
+  create --name NAME [--project KEY|--no-project] [--role owner|admin|member|viewer] [--expires DATETIME]
+         Prints JSON {token, value}; the value is shown only here. DATETIME is RFC 3339, e.g. 2030-01-31T00:00:00Z.
   list   Prints JSON {tokens} of the default tenant (never values).
   revoke --id TOKEN_ID`,
   users: `Usage: waygate users reset-password --email EMAIL [--password PASSWORD]
@@ -47,6 +47,15 @@ async function withContext<T>(fn: (ctx: Context) => Promise<T>, options: { boots
   }
 }
 
+/** The rule POST /api/tokens applies to expiresAt (an RFC 3339 date-time, a real calendar day), then: in the future. */
+async function checkExpires(expires: string): Promise<void> {
+  const [{ compileBodyValidator }, { IsoDateTime }] = await Promise.all([import('../http/validation.js'), import('../http/schemas.js')]);
+  if (!compileBodyValidator(IsoDateTime)(expires)) {
+    throw new UsageError(`--expires must be an RFC 3339 date-time such as 2030-01-31T00:00:00Z, got "${expires}"`);
+  }
+  if (Date.parse(expires) <= Date.now()) throw new UsageError(`--expires must be in the future, got "${expires}"`);
+}
+
 async function tokensCommand(sub: string | undefined, args: string[]): Promise<void> {
   const { values } = parseArgs({
     args,
@@ -72,6 +81,7 @@ async function tokensCommand(sub: string | undefined, args: string[]): Promise<v
       if (!values.name) throw new UsageError('tokens create needs --name');
       const role = (values.role ?? 'member') as Role;
       if (!ROLES.includes(role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`);
+      if (values.expires !== undefined) await checkExpires(values.expires);
       const projectId = values['no-project'] ? null : (await projects.require(tenantId, values.project ?? 'default')).id;
       const { token, value } = await tokens.create({ kind: 'system', tenantId }, { name: values.name, projectId, role, expiresAt: values.expires });
       return print({ token: tokenView(token), value });

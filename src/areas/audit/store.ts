@@ -60,7 +60,7 @@ function toEvent(row: Selectable<AuditEventsTable>): AuditEvent {
 
 /** LIKE pattern for a literal substring: the wildcards in user text are escaped. */
 function containsPattern(text: string): string {
-  return `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
 /** 18 parameters a row: 500 rows stay under SQLite's 32,766 and PostgreSQL's 65,535 bound parameters. */
@@ -123,7 +123,9 @@ export class AuditStore {
       const pattern = containsPattern(filter.q);
       query = query.where((eb) =>
         // ESCAPE is explicit: SQLite has no default LIKE escape character, PostgreSQL's is the backslash.
-        eb.or(SEARCHED_COLUMNS.map((column) => sql<boolean>`lower(coalesce(${sql.ref(column)}, '')) like ${pattern} escape '\\'`)),
+        // The pattern goes through the database's lower() like the column: SQLite's folds ASCII letters only, so a
+        // JavaScript-lowered "äpfel" would never match the stored "Äpfel" there.
+        eb.or(SEARCHED_COLUMNS.map((column) => sql<boolean>`lower(coalesce(${sql.ref(column)}, '')) like lower(${pattern}) escape '\\'`)),
       );
     }
     const rows = await query.orderBy('created_at', 'desc').orderBy('seq', 'desc').limit(filter.limit).offset(filter.skip).execute();

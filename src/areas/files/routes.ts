@@ -92,6 +92,9 @@ export async function fileRoutes(app: FastifyInstance, { ctx }: { ctx: Context }
   await app.register(objectUploadRoute, { ctx });
 }
 
+/** The type/subtype Fastify's own Content-Type check asks for (RFC 9110 tokens); parameters are not checked. */
+const MEDIA_TYPE = /^\s*[\w!#$%&'*+.^`|~-]+\/[\w!#$%&'*+.^`|~-]+\s*(?:;|$)/;
+
 /**
  * PUT takes any body as a stream, so it lives in its own scope without the JSON parser: every content type (none
  * included) reaches the handler unread, and the size limit is the document store's, not the JSON body limit.
@@ -100,6 +103,12 @@ async function objectUploadRoute(app: FastifyInstance, { ctx }: { ctx: Context }
   const { files } = ctx.services;
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (_request, payload, done) => done(null, payload));
+  // Fastify answers 415 to a Content-Type that is no type/subtype ("", "text", ";charset=utf-8") before any parser
+  // runs; an upload takes any bytes, so such a body is stored as application/octet-stream instead.
+  app.addHook('onRequest', async (request) => {
+    const type = request.headers['content-type'];
+    if (type !== undefined && !MEDIA_TYPE.test(type)) request.raw.headers['content-type'] = 'application/octet-stream';
+  });
 
   app.put('/api/client/v1/files/buckets/:bucketKey/objects/*', { schema: putObjectSchema }, async (request: ObjectRequest, reply) => {
     request.auditResource = { type: 'object', id: `${request.params.bucketKey}/${objectKeyOf(request)}`.slice(0, 512) };
