@@ -199,7 +199,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
       async close() {
         // Workers first: running items finish (or are handed back) while the database is still open.
         await batchWorker?.stop();
-        files.close();
+        await files.close();
         await guardrailEvaluator.close();
         await usage.close();
         await audit.close();

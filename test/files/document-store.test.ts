@@ -215,6 +215,25 @@ describe.each(combos)('document store on %s with %s storage', (backend, storage)
     expect((await call(t.app, t.ownerToken, { method: 'GET', url: objectUrl(bucket, 'kept.txt') })).body).toBe('still here');
   });
 
+  it('close() waits for a sweep under way, so the database is not closed under it', async () => {
+    const files = t.ctx.services.files;
+    const events: string[] = [];
+    const original = files.sweepOrphans.bind(files);
+    files.sweepOrphans = async (at?: number) => {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      events.push('swept');
+      return original(at);
+    };
+    try {
+      files.start();
+      await files.close();
+      events.push('closed');
+      expect(events).toEqual(['swept', 'closed']);
+    } finally {
+      files.sweepOrphans = original;
+    }
+  });
+
   it('refuses an object over the size limit with 413 and keeps nothing', async () => {
     const bucket = await createBucket();
     const before = await storedBlobCount(t, storage);

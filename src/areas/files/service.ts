@@ -59,6 +59,8 @@ function validObjectKey(key: string): string {
  */
 export class FileService {
   private sweepTimer: NodeJS.Timeout | null = null;
+  /** The sweep under way, if any: close() waits for it rather than close the database under it. */
+  private sweeping: Promise<void> | null = null;
 
   constructor(
     private readonly store: FileStore,
@@ -69,14 +71,20 @@ export class FileService {
 
   /** Sweeps orphaned bytes now (in the background) and every hour. Safe on every instance at once. */
   start(): void {
-    const sweep = () => void this.sweepOrphans().catch((err: unknown) => this.log.warn({ err }, 'document store: sweeping orphaned bytes failed'));
+    const sweep = () => {
+      this.sweeping ??= this.sweepOrphans()
+        .then(() => undefined)
+        .catch((err: unknown) => this.log.warn({ err }, 'document store: sweeping orphaned bytes failed'))
+        .finally(() => (this.sweeping = null));
+    };
     sweep();
     this.sweepTimer = setInterval(sweep, HOUR_MS);
     this.sweepTimer.unref();
   }
 
-  close(): void {
+  async close(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
+    await this.sweeping;
   }
 
   /** Removes bytes of uploads a crash cut short (started more than ORPHAN_AGE_MS before `now`). */
