@@ -57,12 +57,18 @@ export function estimateEmbeddingInput(input: unknown): number {
 }
 
 /**
- * A token count an upstream reported, when it is one: a finite number, not negative (rounded down). Anything else
- * (a string, null, a negative number) is no count at all, so that a broken upstream can never carry NaN into the
- * budget counters, which would then admit every call.
+ * The most tokens one call may report (no call is that large). Two of them, and their sum, fit the 32-bit integer
+ * columns of usage events, batch items and agent messages on PostgreSQL, which would otherwise refuse the event.
+ */
+export const MAX_REPORTED_TOKENS = 1_000_000_000;
+
+/**
+ * A token count an upstream reported, when it is one: a number from 0 to MAX_REPORTED_TOKENS (rounded down).
+ * Anything else (a string, null, a negative number, NaN, a billion and more) is no count at all, so that a broken
+ * upstream can never carry NaN into the budget counters, which would then admit every call, nor lose its event.
  */
 export function tokenCount(value: unknown): number | undefined {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.floor(value) : undefined;
+  return typeof value === 'number' && value >= 0 && value <= MAX_REPORTED_TOKENS ? Math.floor(value) : undefined;
 }
 
 /** OpenAI's usage object (a completion's, or a stream's usage chunk), when it holds a token count. */

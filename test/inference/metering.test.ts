@@ -70,6 +70,19 @@ describe.each(BACKENDS)('usage metering on %s', (backend) => {
     expect(row.created_at).toBeLessThanOrEqual(after);
   });
 
+  it('an upstream reporting billions of tokens is metered with counted tokens, not lost (PostgreSQL integer columns)', async () => {
+    const id = requestId();
+    s.fake.usage = { prompt: 3_000_000_000, completion: 3_000_000_000 };
+    try {
+      expect((await post(s.t, s.token.value, '/chat/completions', chatBody(priced), { 'x-request-id': id })).statusCode).toBe(200);
+    } finally {
+      s.fake.usage = { prompt: PROMPT, completion: COMPLETION };
+    }
+    const row = await rowOf(priced, id);
+    expect(row.input_tokens).toBeGreaterThan(0);
+    expect(row.input_tokens).toBeLessThan(1000);
+  });
+
   it('a streamed call is metered once, streamed, with the usage the upstream reported (asked for by Waygate)', async () => {
     const id = requestId();
     const res = await post(s.t, s.token.value, '/chat/completions', chatBody(priced, { stream: true }), { 'x-request-id': id });

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { contentText, estimateChatInput, estimateEmbeddingInput, estimateTokens, tokenCount, usageOf } from '../../src/providers/tokens.js';
+import { contentText, estimateChatInput, estimateEmbeddingInput, estimateTokens, MAX_REPORTED_TOKENS, tokenCount, usageOf } from '../../src/providers/tokens.js';
 
 /** Unit tests of the token estimator used when an upstream reports no usage and for budget reservations. */
 
@@ -127,6 +127,11 @@ describe('tokenCount and usageOf (what an upstream reports)', () => {
     expect(tokenCount(0)).toBe(0);
     expect(tokenCount(7.9)).toBe(7);
     for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY, '12', null, undefined, {}, [3], true]) expect(tokenCount(bad)).toBeUndefined();
+    // Past a billion a count is no count: two of them must fit PostgreSQL's integer columns, else the event is lost.
+    expect(tokenCount(MAX_REPORTED_TOKENS)).toBe(MAX_REPORTED_TOKENS);
+    expect(tokenCount(MAX_REPORTED_TOKENS + 1)).toBeUndefined();
+    expect(tokenCount(3_000_000_000)).toBeUndefined();
+    expect(2 * MAX_REPORTED_TOKENS).toBeLessThanOrEqual(2 ** 31 - 1);
   });
 
   it('usageOf never gives anything but whole non-negative numbers, whatever the usage object holds', () => {

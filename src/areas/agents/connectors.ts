@@ -3,6 +3,7 @@ import { ERRORS } from '../../http/errors.js';
 import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
 import type { UpstreamClient } from '../../providers/http.js';
+import { MAX_REPORTED_TOKENS } from '../../providers/tokens.js';
 import { parseObject } from '../../providers/http.js';
 import { mergeHeaders } from './headers.js';
 import type { ConnectionSecrets } from './service.js';
@@ -35,7 +36,6 @@ export interface ConnectionAnswer {
 
 /** A connected agent's answer is read whole; a larger one fails the call rather than filling memory. */
 export const AGENT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024;
-const MAX_TOKENS = 2 ** 31 - 1;
 
 /** An endpoint under a base URL, as an OpenAI SDK joins them: the base's path and query stay. */
 function endpoint(base: string, path: string): string {
@@ -59,7 +59,7 @@ function malformed(what: string): Error {
 
 /** Token counts as reported, when they are counts (else null: Waygate counts them itself). */
 function reportedUsage(input: unknown, output: unknown): ConnectionAnswer['usage'] {
-  const count = (n: unknown) => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= MAX_TOKENS;
+  const count = (n: unknown) => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= MAX_REPORTED_TOKENS;
   if (!count(input) || !(output === undefined || count(output))) return null;
   return { inputTokens: input as number, outputTokens: (output as number | undefined) ?? 0 };
 }
