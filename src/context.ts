@@ -176,7 +176,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const health = new HealthRegistry();
     health.register(database.dialect, databaseCheck(database, config.database));
     health.register('cache', cacheCheck(cache));
-    health.register('queue', batches.queueCheck(config.batches.leaseMs));
+    health.register('queue', batches.queueCheck(config.batches.leaseMs), { slowIs: 'degraded' });
 
     const closeCache = cache;
     const closeBus = bus;

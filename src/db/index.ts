@@ -30,6 +30,42 @@ export interface DatabaseHandle {
   close(): Promise<void>;
 }
 
+/**
+ * The readiness ping's own connection, outside the pool: waiting behind busy requests for a pooled connection, the
+ * ping would report a reachable server as down, and take every instance out of the load balancer at once under load.
+ * A connection that failed is dropped and made again by the next ping.
+ */
+function healthConnection(url: string): { ping(): Promise<void>; close(): Promise<void> } {
+  let client: Promise<Pg.Client> | null = null;
+  const drop = (failed: Promise<Pg.Client>) => {
+    if (client === failed) client = null;
+    void failed.then((c) => c.end()).catch(() => undefined);
+  };
+  const connect = (): Promise<Pg.Client> => {
+    const fresh = new (loadPg().Client)({ connectionString: url, connectionTimeoutMillis: 15_000 });
+    const connecting = fresh.connect().then(() => fresh);
+    // Lost while idle (a server restart): dropped, and the next ping connects again.
+    fresh.on('error', () => drop(connecting));
+    return connecting;
+  };
+  return {
+    ping: async () => {
+      const current = (client ??= connect());
+      try {
+        await (await current).query('select 1');
+      } catch (err) {
+        drop(current);
+        throw err;
+      }
+    },
+    close: async () => {
+      const current = client;
+      client = null;
+      if (current) await current.then((c) => c.end()).catch(() => undefined);
+    },
+  };
+}
+
 /** `onError`: the pool lost an idle connection (server restart, failover); it reconnects on next use. */
 export function openDatabase(target: DatabaseTarget, onError: (err: Error) => void = () => undefined): DatabaseHandle {
   if (target.kind === 'postgres') {
@@ -42,12 +78,16 @@ export function openDatabase(target: DatabaseTarget, onError: (err: Error) => vo
     // statement fails anyway and the pool drops it, so this listener only has to exist.
     pool.on('connect', (client) => client.on('error', () => undefined));
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    const health = healthConnection(target.url);
     return {
       db,
       dialect: 'postgres',
       transaction: (fn) => db.transaction().execute(fn),
-      ping: async () => void (await sql`select 1`.execute(db)),
-      close: () => db.destroy(),
+      ping: health.ping,
+      close: async () => {
+        await health.close();
+        await db.destroy();
+      },
     };
   }
   if (target.file !== ':memory:') fs.mkdirSync(path.dirname(target.file), { recursive: true });

@@ -25,12 +25,16 @@ const RANK: Record<HealthStatus, number> = { ok: 0, degraded: 1, down: 2 };
  * again once shutdown begins, so a load balancer stops sending traffic first.
  */
 export class HealthRegistry {
-  private readonly checks = new Map<string, HealthCheck>();
+  private readonly checks = new Map<string, { check: HealthCheck; slowIs: HealthStatus }>();
   private phase: 'starting' | 'serving' | 'stopping' = 'starting';
 
-  register(name: string, check: HealthCheck): void {
+  /**
+   * `slowIs`: the status of a check that does not answer in time; `degraded` for one whose slowness means a busy
+   * instance (its queries wait for a pooled connection), not a broken one.
+   */
+  register(name: string, check: HealthCheck, options: { slowIs?: HealthStatus } = {}): void {
     if (this.checks.has(name)) throw new Error(`Health check "${name}" is already registered`);
-    this.checks.set(name, check);
+    this.checks.set(name, { check, slowIs: options.slowIs ?? 'down' });
   }
 
   markServing(): void {
@@ -50,7 +54,7 @@ export class HealthRegistry {
   }
 
   async report(): Promise<HealthReport> {
-    const entries = await Promise.all([...this.checks].map(async ([name, check]) => [name, await runCheck(check)] as const));
+    const entries = await Promise.all([...this.checks].map(async ([name, { check, slowIs }]) => [name, await runCheck(check, slowIs)] as const));
     const checks = Object.fromEntries(entries);
     let status: HealthStatus = entries.reduce<HealthStatus>((worst, [, r]) => (RANK[r.status] > RANK[worst] ? r.status : worst), 'ok');
     if (this.phase !== 'serving') {
@@ -61,12 +65,12 @@ export class HealthRegistry {
   }
 }
 
-async function runCheck(check: HealthCheck): Promise<CheckResult> {
+async function runCheck(check: HealthCheck, slowIs: HealthStatus): Promise<CheckResult> {
   const started = performance.now();
   let timer: NodeJS.Timeout | undefined;
   try {
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`check timed out after ${CHECK_TIMEOUT_MS} ms`)), CHECK_TIMEOUT_MS);
+    const timeout = new Promise<CheckResult>((resolve) => {
+      timer = setTimeout(() => resolve({ status: slowIs, message: `check timed out after ${CHECK_TIMEOUT_MS} ms` }), CHECK_TIMEOUT_MS);
     });
     const result = await Promise.race([check(), timeout]);
     return { latencyMs: round(performance.now() - started), ...result };

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RedisCache } from '../../src/platform/cache.js';
 import { HealthRegistry } from '../../src/platform/health.js';
@@ -140,7 +141,33 @@ describe.each(BACKENDS)('health probes on %s', (backend) => {
   });
 });
 
+describe.runIf(BACKENDS.includes('postgres'))('readiness with a busy PostgreSQL pool', () => {
+  it('a pool whose connections are all taken is not a database that is down: postgres ok, queue degraded, 200', async () => {
+    await withApp({ backend: 'postgres', env: { WAYGATE_DATABASE_POOL_SIZE: '2' } }, async (t) => {
+      // Both pooled connections busy for 3 s, longer than a check may take (2 s).
+      const busy = [0, 1].map(() => sql`select pg_sleep(3)`.execute(t.ctx.database.db));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const { status, body } = await ready(t);
+      expect(status).toBe(200);
+      expect(body.checks.postgres.status).toBe('ok');
+      expect(body.checks.queue).toMatchObject({ status: 'degraded', message: 'check timed out after 2000 ms' });
+      await Promise.all(busy);
+    });
+  });
+});
+
 describe('HealthRegistry', () => {
+  it('a check registered with slowIs degraded that does not answer in time is degraded; others are down', async () => {
+    const registry = new HealthRegistry();
+    registry.markServing();
+    const never = () => new Promise<never>(() => undefined);
+    registry.register('queue', never, { slowIs: 'degraded' });
+    registry.register('postgres', never);
+    const report = await registry.report();
+    expect(report.checks.queue).toMatchObject({ status: 'degraded', message: 'check timed out after 2000 ms' });
+    expect(report.checks.postgres).toMatchObject({ status: 'down', message: 'check timed out after 2000 ms' });
+  });
+
   it('refuses a second check under the same name', () => {
     const registry = new HealthRegistry();
     registry.register('cache', async () => ({ status: 'ok' }));
