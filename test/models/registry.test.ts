@@ -3,6 +3,7 @@ import { randomBase32 } from '../../src/platform/ids.js';
 import { BACKENDS, call, createTestApp, type TestApp } from '../helpers/app.js';
 import { startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
 import { chatBody } from '../helpers/models.js';
+import { holdTogether } from '../helpers/races.js';
 
 /** The model registry through the dashboard API: create, list, patch, delete, built-ins. */
 
@@ -165,6 +166,16 @@ describe.each(BACKENDS)('model registry CRUD on %s', (backend) => {
 
     const cleared = await patch(key, { fallbacks: [], pricing: { inputPer1M: 0.5, outputPer1M: 0, currency: 'GBP' } });
     expect(cleared.json().model).toMatchObject({ fallbacks: [], pricing: { inputPer1M: 0.5, outputPer1M: 0, currency: 'GBP' }, name: 'Renamed' });
+  });
+
+  it('two PATCHes of different fields at once both hold: the later one starts again from the first one\'s result', async () => {
+    const key = newKey();
+    expect((await create({ key, provider: { type: 'mock' }, capabilities: ['chat'] })).statusCode).toBe(201);
+    const restore = holdTogether((t.ctx.services.models as unknown as { store: object }).store, 'find', 2);
+    const [renamed, priced] = await Promise.all([patch(key, { name: 'Renamed' }), patch(key, { pricing: { inputPer1M: 3, outputPer1M: 4, currency: 'USD' } })]);
+    restore();
+    expect([renamed.statusCode, priced.statusCode]).toEqual([200, 200]);
+    expect((await list()).find((m) => m.key === key)).toMatchObject({ name: 'Renamed', pricing: { inputPer1M: 3, outputPer1M: 4, currency: 'USD' } });
   });
 
   it('PATCH can change the provider type (mock to openai-compatible) and calls then go to the new upstream', async () => {

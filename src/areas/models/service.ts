@@ -15,6 +15,8 @@ import { ProjectCache } from '../../platform/project-cache.js';
 export const MODEL_KEY_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$';
 const MODEL_KEY = new RegExp(MODEL_KEY_PATTERN);
 const CHANGED_TOPIC = 'models.changed';
+/** Tries of a PATCH that other changes keep overtaking, before it answers 409. */
+const UPDATE_ATTEMPTS = 5;
 /** A project's models are remembered this long; changes clear them at once on every instance through the bus. */
 
 export interface ProviderInput {
@@ -196,15 +198,25 @@ export class ModelService {
     return ready;
   }
 
+  /**
+   * Applies the patch to the model as stored and checks the result as a whole. A change that lands between the read
+   * and the write (another PATCH) makes it start again from the new state, so neither change is lost.
+   */
   async update(scope: ProjectScope, key: string, patch: ModelPatch): Promise<ModelRecord> {
-    const current = await this.store.find(scope, key);
-    if (!current) throw this.missingOrBuiltIn(key);
-    // Provider fields the patch omits keep their stored values in apply(); a new type starts without the old baseUrl.
-    const provider: ProviderInput = { ...patch.provider, type: patch.provider?.type ?? current.provider.type };
-    const updated = await this.apply(scope, { ...current, updatedAt: Date.now() }, { ...patch, key, provider, capabilities: patch.capabilities ?? current.capabilities });
-    await this.store.update(updated);
-    await this.changed(scope);
-    return updated;
+    for (let attempt = 1; ; attempt++) {
+      const current = await this.store.find(scope, key);
+      if (!current) throw this.missingOrBuiltIn(key);
+      // Provider fields the patch omits keep their stored values in apply(); a new type starts without the old baseUrl.
+      const provider: ProviderInput = { ...patch.provider, type: patch.provider?.type ?? current.provider.type };
+      // updatedAt always moves on, even within one millisecond, so that a racing write sees the change.
+      const next = { ...current, updatedAt: Math.max(Date.now(), current.updatedAt + 1) };
+      const updated = await this.apply(scope, next, { ...patch, key, provider, capabilities: patch.capabilities ?? current.capabilities });
+      if (await this.store.update(updated, current.updatedAt)) {
+        await this.changed(scope);
+        return updated;
+      }
+      if (attempt === UPDATE_ATTEMPTS) throw ERRORS.conflict(`Model "${key}" kept changing while this change was applied; try again`);
+    }
   }
 
   async delete(scope: ProjectScope, key: string): Promise<void> {

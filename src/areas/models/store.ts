@@ -90,14 +90,17 @@ export class ModelStore {
       .execute();
   }
 
-  async update(model: ModelRecord): Promise<void> {
-    await this.db
+  /** Writes the model unless another change landed since it was read (`readAt`: its updatedAt then); false if one did. */
+  async update(model: ModelRecord, readAt: number): Promise<boolean> {
+    const result = await this.db
       .updateTable('models')
       .set(this.columns(model))
       .where('tenant_id', '=', model.tenantId)
       .where('project_id', '=', model.projectId)
       .where('key', '=', model.key)
-      .execute();
+      .where('updated_at', '=', readAt)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
   }
 
   async list(scope: ProjectScope): Promise<ModelRecord[]> {
