@@ -200,9 +200,8 @@ export async function createContext(config: Config, options: ContextOptions = {}
         // Workers first: running items finish (or are handed back) while the database is still open.
         await batchWorker?.stop();
         await files.close();
-        await guardrailEvaluator.close();
-        await usage.close();
-        await audit.close();
+        // Together: each retries an unreachable database for a while, and one after the other they would add up.
+        await Promise.all([guardrailEvaluator.close(), usage.close(), audit.close()]);
         await upstream.close();
         await agentUpstream.close();
         await closeCounters.close();

@@ -8,6 +8,9 @@ import type { DatabaseTarget } from '../config.js';
 import { withStatementCache } from './sqlite-statements.js';
 import type { Database, Db, Dialect } from './types.js';
 
+/** Below the readiness check's own 2 s, so that a silent connection is replaced before the next check. */
+const PING_TIMEOUT_MS = 1_500;
+
 // Only the configured driver is loaded: the other one would just take memory.
 const require = createRequire(import.meta.url);
 
@@ -33,35 +36,47 @@ export interface DatabaseHandle {
 /**
  * The readiness ping's own connection, outside the pool: waiting behind busy requests for a pooled connection, the
  * ping would report a reachable server as down, and take every instance out of the load balancer at once under load.
- * A connection that failed is dropped and made again by the next ping.
+ * A connection that fails, or does not answer within PING_TIMEOUT_MS (a failover or a partition can leave it silent),
+ * is dropped and made again by the next ping. Pings that overlap share one query.
  */
 function healthConnection(url: string): { ping(): Promise<void>; close(): Promise<void> } {
   let client: Promise<Pg.Client> | null = null;
+  let pinging: Promise<void> | null = null;
   const drop = (failed: Promise<Pg.Client>) => {
     if (client === failed) client = null;
     void failed.then((c) => c.end()).catch(() => undefined);
   };
   const connect = (): Promise<Pg.Client> => {
-    const fresh = new (loadPg().Client)({ connectionString: url, connectionTimeoutMillis: 15_000 });
+    const fresh = new (loadPg().Client)({ connectionString: url, connectionTimeoutMillis: PING_TIMEOUT_MS, keepAlive: true });
     const connecting = fresh.connect().then(() => fresh);
     // Lost while idle (a server restart): dropped, and the next ping connects again.
     fresh.on('error', () => drop(connecting));
     return connecting;
   };
+  const pingOnce = async () => {
+    const current = (client ??= connect());
+    let timer: NodeJS.Timeout | undefined;
+    const silent = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`the database did not answer within ${PING_TIMEOUT_MS} ms`)), PING_TIMEOUT_MS);
+    });
+    try {
+      await Promise.race([current.then((c) => c.query('select 1')), silent]);
+    } catch (err) {
+      drop(current);
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
   return {
-    ping: async () => {
-      const current = (client ??= connect());
-      try {
-        await (await current).query('select 1');
-      } catch (err) {
-        drop(current);
-        throw err;
-      }
-    },
+    ping: () => (pinging ??= pingOnce().finally(() => (pinging = null))),
+    // Bounded: ending a connection the server has gone silent on would wait for the operating system to give up.
     close: async () => {
       const current = client;
       client = null;
-      if (current) await current.then((c) => c.end()).catch(() => undefined);
+      if (!current) return;
+      const ended = current.then((c) => c.end()).catch(() => undefined);
+      await Promise.race([ended, new Promise((resolve) => setTimeout(resolve, PING_TIMEOUT_MS).unref())]);
     },
   };
 }

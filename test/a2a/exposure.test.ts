@@ -127,7 +127,7 @@ describe.each(BACKENDS)('A2A exposure and Agent Card on %s', (backend) => {
     expect((await card(key)).statusCode).toBe(200);
   });
 
-  it('needs an API token (401 in the error envelope, not JSON-RPC), read permission on agents and on models (403)', async () => {
+  it('needs an API token (401 in the error envelope, not JSON-RPC) and read permission on agents (403); sending a message needs read on models', async () => {
     const key = await exposedAgent(t);
     for (const res of [await card(key, {}, null), await rpcRaw(t, key, sendBody, { token: null }), await rpcRaw(t, key, sendBody, { token: 'wgt_not-a-token' })]) {
       expect(res.statusCode).toBe(401);
@@ -140,14 +140,19 @@ describe.each(BACKENDS)('A2A exposure and Agent Card on %s', (backend) => {
     // The agent calls a model: a token that may not call it directly may not call it through A2A either.
     const noModels = await createToken(t, { role: 'member', permissions: { agents: 'read', models: 'none' } });
     expect((await card(key, {}, noModels.value)).statusCode).toBe(200);
+    // Refused inside the run, as a budget refusal is: a JSON-RPC error.
     const refused = await rpcRaw(t, key, sendBody, { token: noModels.value });
-    expect(refused.statusCode).toBe(403);
-    expect(refused.json().error.message).toMatch(/models service, which running an agent needs/);
+    expect(refused.statusCode).toBe(200);
+    expect(refused.json()).toMatchObject({ jsonrpc: '2.0', id: 1, error: { message: expect.stringMatching(/models service, which running an agent needs/) } });
     const viewer = await createToken(t, { role: 'viewer' });
     expect((await card(key, {}, viewer.value)).statusCode).toBe(200);
     const ran = await rpcRaw(t, key, sendBody, { token: viewer.value });
     expect(ran.statusCode).toBe(200);
     expect(ran.json().result.status.state).toBe('completed');
+    // Reading a task calls no model: that needs only read on agents.
+    const read = await rpcRaw(t, key, { jsonrpc: '2.0', id: 2, method: 'tasks/get', params: { id: ran.json().result.id } }, { token: noModels.value });
+    expect(read.statusCode, read.body).toBe(200);
+    expect(read.json().result.id).toBe(ran.json().result.id);
   });
   it('an unknown agent key is a 404 {error} on both routes; a key too long for a key a 4xx {error}, not JSON-RPC', async () => {
     for (const res of [await card('no-such-agent'), await rpcRaw(t, 'no-such-agent', sendBody)]) {

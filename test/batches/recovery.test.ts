@@ -118,7 +118,8 @@ describe.each(BACKENDS)('leases, take-over and shutdown on %s', (backend) => {
     const { t, model } = await appWithoutWorker();
     const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 4) });
     const store = storeOf(t);
-    const leaseEnd = Date.now() + 300;
+    // Long enough for the claim and the cancel on a loaded machine: the cancel must come while the lease lasts.
+    const leaseEnd = Date.now() + 2_000;
     // A worker took two items and crashed. The cancel leaves its running items to finish while its lease lasts.
     await store.claimPending(created.id, 'wrk_dead', 2, Date.now(), leaseEnd);
     const res = await call(t.app, t.ownerToken, { method: 'POST', url: `/api/client/v1/batches/${created.id}/cancel` });

@@ -225,6 +225,7 @@ describe.each(combos)('document store on %s with %s storage', (backend, storage)
       return original(at);
     };
     try {
+      await files.close(); // the sweeping the app started
       files.start();
       await files.close();
       events.push('closed');

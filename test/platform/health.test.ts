@@ -1,6 +1,8 @@
+import net from 'node:net';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RedisCache } from '../../src/platform/cache.js';
+import { openDatabase } from '../../src/db/index.js';
 import { HealthRegistry } from '../../src/platform/health.js';
 import { BACKENDS, createTestApp, type TestApp } from '../helpers/app.js';
 import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
@@ -153,6 +155,41 @@ describe.runIf(BACKENDS.includes('postgres'))('readiness with a busy PostgreSQL 
       expect(body.checks.queue).toMatchObject({ status: 'degraded', message: 'check timed out after 2000 ms' });
       await Promise.all(busy);
     });
+  });
+});
+
+describe.runIf(BACKENDS.includes('postgres'))('the PostgreSQL readiness ping', () => {
+  it('replaces its connection when the server goes silent on it (a failover or a partition), instead of waiting for the OS', async () => {
+    const target = new URL(process.env.TEST_DATABASE_URL!);
+    // A TCP proxy in front of PostgreSQL that can stop passing data on the connections it has.
+    const pairs: { client: net.Socket; server: net.Socket }[] = [];
+    const proxy = net.createServer((client) => {
+      const server = net.connect(Number(target.port || 5432), target.hostname);
+      client.pipe(server).pipe(client);
+      client.on('error', () => server.destroy());
+      server.on('error', () => client.destroy());
+      pairs.push({ client, server });
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const url = new URL(target);
+    url.host = `127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
+    const handle = openDatabase({ kind: 'postgres', url: url.toString(), poolSize: 1 });
+    try {
+      await handle.ping();
+      for (const { client, server } of pairs.splice(0)) {
+        client.unpipe(server);
+        server.unpipe(client);
+      }
+      await expect(handle.ping()).rejects.toThrow(/did not answer/);
+      await handle.ping(); // a new connection, through the proxy as before
+    } finally {
+      await handle.close();
+      for (const { client, server } of pairs) {
+        client.destroy();
+        server.destroy();
+      }
+      proxy.close();
+    }
   });
 });
 

@@ -43,7 +43,6 @@ export async function a2aRoutes(app: FastifyInstance, { ctx }: { ctx: Context })
 
   // Validation results are attached, not thrown: every protocol failure is a JSON-RPC error (the schema documents).
   app.post<{ Params: AgentParams }>(`${A2A_PREFIX}/:agentKey`, { schema: rpcSchema, attachValidation: true, config: { audited: false } }, async (request, reply) => {
-    requireModelCalls(principalOf(request), 'running an agent');
     const agent = await a2a.invocableAgent(projectScope(request), request.params.agentKey);
     const header = versionHeader(request);
     const response = await a2a.handle({
@@ -53,6 +52,7 @@ export async function a2aRoutes(app: FastifyInstance, { ctx }: { ctx: Context })
       requestedVersion: Array.isArray(header) ? header.join(', ') : (header ?? ''),
       body: request.body,
       log: request.log,
+      checkModelCalls: () => requireModelCalls(principalOf(request), 'running an agent'),
     });
     return sendJson(reply, response);
   });

@@ -38,6 +38,8 @@ export interface RpcCall {
   /** The raw request body. */
   body: unknown;
   log: RpcLog;
+  /** Throws when the caller may not call models (a turn calls the agent's model; reading a task does not). */
+  checkModelCalls: () => void;
 }
 
 type Operation = 'send' | 'get' | 'cancel';
@@ -126,6 +128,7 @@ export class A2aService {
     if (operation instanceof RpcError) throw operation;
     switch (operation) {
       case 'send': {
+        call.checkModelCalls();
         const task = await this.send(call, dialect, request.params);
         return dialect === '1.0' ? { task } : task;
       }

@@ -71,6 +71,7 @@ export class FileService {
 
   /** Sweeps orphaned bytes now (in the background) and every hour. Safe on every instance at once. */
   start(): void {
+    if (this.sweepTimer) return;
     const sweep = () => {
       this.sweeping ??= this.sweepOrphans()
         .then(() => undefined)
@@ -84,6 +85,7 @@ export class FileService {
 
   async close(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.sweepTimer = null;
     await this.sweeping;
   }
 
