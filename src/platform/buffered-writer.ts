@@ -17,8 +17,9 @@ const FLUSH_INTERVAL_MS = 1_000;
 /** When the database is unreachable the buffer keeps at most this many items, dropping the oldest. */
 const MAX_BUFFERED = 100_000;
 /**
- * Items per write. With SQLite a write blocks the event loop for its whole transaction (about 6 µs an item), so a
- * backlog is written in slices with other work let in between: no request waits behind more than one slice.
+ * Items per write (one transaction). With SQLite a statement blocks the event loop (about 6 µs an item), so a
+ * backlog is written in slices with other work let in between; the usage store also yields between the statements
+ * of one write.
  */
 export const WRITE_SLICE = 50;
 /**

@@ -4,7 +4,7 @@ import { HOUR_MS } from '../../src/platform/time.js';
 import { BACKENDS, createTestApp, type TestApp } from '../helpers/app.js';
 
 /**
- * UsageStore.insertMany writes any number of events as statements of a few fixed row counts (50, 16, 4, 1): every
+ * UsageStore.insertMany writes any number of events as statements of a few fixed row counts (10, 4, 1): every
  * event lands once and the hourly and daily rollups add up, whatever the batch size.
  */
 describe.each(BACKENDS)('usage store writes on %s', (backend) => {
@@ -28,6 +28,17 @@ describe.each(BACKENDS)('usage store writes on %s', (backend) => {
       createdAt: base + (i % 2) * HOUR_MS + i,
     };
   }
+
+  it('a write lets other work (requests) run between its statements: on SQLite each one blocks the event loop', async () => {
+    const events = Array.from({ length: 50 }, (_, i) => event('proj-yield', i, 'model-a'));
+    const order: string[] = [];
+    const writing = store.insertMany(events).then(() => order.push('written'));
+    setImmediate(() => order.push('other work'));
+    await writing;
+    expect(order).toEqual(['other work', 'written']);
+    const rows = await t.ctx.database.db.selectFrom('usage_events').select('id').where('project_id', '=', 'proj-yield').execute();
+    expect(rows).toHaveLength(50);
+  });
 
   it.each([1, 3, 4, 15, 16, 37, 50, 51, 120])('a batch of %i events: each event once, rollups summing them', async (size) => {
     const project = `proj-${size}`;
