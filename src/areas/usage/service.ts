@@ -1,6 +1,7 @@
+import { setImmediate as nextMacrotask } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { ProjectScope } from '../../http/principal.js';
-import { BufferedWriter } from '../../platform/buffered-writer.js';
+import { BufferedWriter, WRITE_SLICE } from '../../platform/buffered-writer.js';
 import { timeOrderedId } from '../../platform/ids.js';
 import type { UsageEvent, UsageScope, UsageStore } from './store.js';
 
@@ -34,11 +35,21 @@ export class UsageService {
   constructor(private readonly store: UsageStore, log: Logger) {
     this.writer = new BufferedWriter({
       name: 'usage',
-      write: (batch) => store.insertMany(batch),
+      write: (batch) => store.insertMany(batch, () => this.letRequestsIn()),
       ping: () => store.ping(),
       describe: (event) => ({ usageId: event.id, requestId: event.requestId }),
       log,
     });
+  }
+
+  /**
+   * Between the statements of a write: other work runs first while the writer keeps up. The usage write blocking a
+   * request for its whole length was the largest share of the concurrency-1 tail (0.7 ms every 50 requests). Once
+   * a slice's worth of events has arrived meanwhile (a loaded server) the write goes straight through: yielding on
+   * every statement would let it fall behind, and the buffer grow.
+   */
+  private letRequestsIn(): Promise<void> | undefined {
+    return this.writer.pending < WRITE_SLICE ? nextMacrotask() : undefined;
   }
 
   record(event: UsageEvent): void {
@@ -69,6 +80,11 @@ export class UsageService {
       createdAt: now,
     });
     if (this.expected > 0 && --this.expected === 0) this.whenNoneExpected?.();
+  }
+
+  /** Events waiting to be written. */
+  get pending(): number {
+    return this.writer.pending;
   }
 
   flush(): Promise<void> {
