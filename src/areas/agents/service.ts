@@ -1,6 +1,7 @@
 import { isUniqueViolation } from '../../db/errors.js';
 import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
+import { untilWritten } from '../../platform/compare-and-set.js';
 import { newId, randomBase32, slugify } from '../../platform/ids.js';
 import type { SecretBox } from '../../platform/secrets.js';
 import type { GuardrailService } from '../guardrails/service.js';
@@ -137,10 +138,10 @@ export class AgentService {
    * to the newer agent), so concurrent patches of different fields both land.
    */
   async update(scope: ProjectScope, key: string, patch: AgentPatch): Promise<AgentRecord> {
-    for (let attempt = 1; attempt <= UPDATE_ATTEMPTS; attempt++) {
+    const updated = await untilWritten(UPDATE_ATTEMPTS, async () => {
       const agent = await this.get(scope, key);
       const { config, secrets } = patch.config ? await this.applyConfig(scope, agent, patch.config) : agent;
-      const updated: AgentRecord = {
+      const next: AgentRecord = {
         ...agent,
         name: patch.name ?? agent.name,
         description: patch.description === undefined ? agent.description : patch.description,
@@ -151,9 +152,10 @@ export class AgentService {
         updatedAt: Date.now(),
         revision: agent.revision + 1,
       };
-      if (await this.store.update(scope, updated)) return updated;
-    }
-    throw ERRORS.conflict(`Agent "${key}" is being changed by other requests; send the change again`);
+      return (await this.store.update(scope, next)) ? next : null;
+    });
+    if (!updated) throw ERRORS.conflict(`Agent "${key}" is being changed by other requests; send the change again`);
+    return updated;
   }
 
   /** Deleted agents answer 404; their versions and conversations stay, for audit. */

@@ -4,6 +4,7 @@ import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import { compileBodyValidator, formatValidationError } from '../../http/validation.js';
 import type { Bus } from '../../platform/bus.js';
+import { changedAt, untilWritten } from '../../platform/compare-and-set.js';
 import { newId } from '../../platform/ids.js';
 import type { Capability } from '../../providers/types.js';
 import type { ModelService } from '../models/service.js';
@@ -120,20 +121,18 @@ export class GuardrailService {
    */
   async update(scope: ProjectScope, key: string, patch: GuardrailPatch): Promise<GuardrailRecord> {
     const defined = Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== undefined)) as GuardrailPatch;
-    for (let attempt = 1; ; attempt++) {
+    const updated = await untilWritten(UPDATE_ATTEMPTS, async () => {
       const current = await this.store.find(scope, key);
       if (!current) throw ERRORS.notFound('Guardrail', key);
-      // Undefined fields keep the current value; null (modelKey) is kept as a change. updatedAt always moves on,
-      // even within one millisecond, so that a racing write sees the change.
-      const updated = await this.checked(scope, { ...current, ...defined, updatedAt: Math.max(Date.now(), current.updatedAt + 1) });
+      // Undefined fields keep the current value; null (modelKey) is kept as a change.
+      const next = await this.checked(scope, { ...current, ...defined, updatedAt: changedAt(current.updatedAt) });
       // Models naming it for a stage its new target excludes would silently stop running it: refuse instead.
-      for (const model of await this.models.list(scope)) this.checkStages(updated, model.key, model.guardrails);
-      if (await this.store.update(scope, updated, current.updatedAt)) {
-        await this.changed(scope);
-        return updated;
-      }
-      if (attempt === UPDATE_ATTEMPTS) throw ERRORS.conflict(`Guardrail "${key}" kept changing while this change was applied; try again`);
-    }
+      for (const model of await this.models.list(scope)) this.checkStages(next, model.key, model.guardrails);
+      return (await this.store.update(scope, next, current.updatedAt)) ? next : null;
+    });
+    if (!updated) throw ERRORS.conflict(`Guardrail "${key}" kept changing while this change was applied; try again`);
+    await this.changed(scope);
+    return updated;
   }
 
   /** A guardrail a model still names cannot go: the model would run without it. */

@@ -3,6 +3,7 @@ import { isUniqueViolation } from '../../db/errors.js';
 import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import type { Bus } from '../../platform/bus.js';
+import { changedAt, untilWritten } from '../../platform/compare-and-set.js';
 import { newId } from '../../platform/ids.js';
 import type { SecretBox } from '../../platform/secrets.js';
 import { ANTHROPIC_BASE_URL } from '../../providers/anthropic.js';
@@ -203,20 +204,17 @@ export class ModelService {
    * and the write (another PATCH) makes it start again from the new state, so neither change is lost.
    */
   async update(scope: ProjectScope, key: string, patch: ModelPatch): Promise<ModelRecord> {
-    for (let attempt = 1; ; attempt++) {
+    const updated = await untilWritten(UPDATE_ATTEMPTS, async () => {
       const current = await this.store.find(scope, key);
       if (!current) throw this.missingOrBuiltIn(key);
       // Provider fields the patch omits keep their stored values in apply(); a new type starts without the old baseUrl.
       const provider: ProviderInput = { ...patch.provider, type: patch.provider?.type ?? current.provider.type };
-      // updatedAt always moves on, even within one millisecond, so that a racing write sees the change.
-      const next = { ...current, updatedAt: Math.max(Date.now(), current.updatedAt + 1) };
-      const updated = await this.apply(scope, next, { ...patch, key, provider, capabilities: patch.capabilities ?? current.capabilities });
-      if (await this.store.update(updated, current.updatedAt)) {
-        await this.changed(scope);
-        return updated;
-      }
-      if (attempt === UPDATE_ATTEMPTS) throw ERRORS.conflict(`Model "${key}" kept changing while this change was applied; try again`);
-    }
+      const next = await this.apply(scope, { ...current, updatedAt: changedAt(current.updatedAt) }, { ...patch, key, provider, capabilities: patch.capabilities ?? current.capabilities });
+      return (await this.store.update(next, current.updatedAt)) ? next : null;
+    });
+    if (!updated) throw ERRORS.conflict(`Model "${key}" kept changing while this change was applied; try again`);
+    await this.changed(scope);
+    return updated;
   }
 
   async delete(scope: ProjectScope, key: string): Promise<void> {
