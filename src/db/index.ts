@@ -5,6 +5,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import type Pg from 'pg';
 import type { DatabaseTarget } from '../config.js';
+import { settledWithin } from '../platform/time.js';
 import { withStatementCache } from './sqlite-statements.js';
 import type { Database, Db, Dialect } from './types.js';
 
@@ -55,17 +56,13 @@ function healthConnection(url: string): { ping(): Promise<void>; close(): Promis
   };
   const pingOnce = async () => {
     const current = (client ??= connect());
-    let timer: NodeJS.Timeout | undefined;
-    const silent = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`the database did not answer within ${PING_TIMEOUT_MS} ms`)), PING_TIMEOUT_MS);
-    });
+    const query = current.then((c) => c.query('select 1'));
     try {
-      await Promise.race([current.then((c) => c.query('select 1')), silent]);
+      if (!(await settledWithin(query, PING_TIMEOUT_MS))) throw new Error(`the database did not answer within ${PING_TIMEOUT_MS} ms`);
+      await query;
     } catch (err) {
       drop(current);
       throw err;
-    } finally {
-      clearTimeout(timer);
     }
   };
   return {
@@ -74,9 +71,7 @@ function healthConnection(url: string): { ping(): Promise<void>; close(): Promis
     close: async () => {
       const current = client;
       client = null;
-      if (!current) return;
-      const ended = current.then((c) => c.end()).catch(() => undefined);
-      await Promise.race([ended, new Promise((resolve) => setTimeout(resolve, PING_TIMEOUT_MS).unref())]);
+      if (current) await settledWithin(current.then((c) => c.end()), PING_TIMEOUT_MS);
     },
   };
 }

@@ -1,3 +1,5 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
 /** ISO 8601 date or date-time; Date.parse alone would also take free text such as "hello 2". */
 const ISO_8601 = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i;
 
@@ -30,4 +32,9 @@ export function parseTime(value: string | undefined, bound: 'from' | 'to'): numb
   const ms = Date.parse(dateOnly || hasOffset ? text : `${text}Z`);
   if (Number.isNaN(ms)) return undefined;
   return dateOnly && bound === 'to' ? ms + DAY_MS - 1 : ms;
+}
+
+/** Whether `work` settles (either way) within `ms`; the timer does not keep the process alive. */
+export function settledWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  return Promise.race([work.then(() => true, () => true), sleep(ms, false, { ref: false })]);
 }

@@ -1,12 +1,12 @@
 import { setMaxListeners } from 'node:events';
 import os from 'node:os';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { AppError, UpstreamRejection } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import type { Bus } from '../../platform/bus.js';
 import { DependencyUnavailableError, isConnectionFailure } from '../../platform/errors.js';
 import { newId } from '../../platform/ids.js';
+import { settledWithin } from '../../platform/time.js';
 import type { JsonObject } from '../../providers/types.js';
 import type { Caller, InferenceService, JsonAnswer } from '../inference/service.js';
 import type { Budget, RateLimit } from '../limits/service.js';
@@ -455,7 +455,6 @@ export class BatchWorker {
 
   private async idleWithin(ms: number): Promise<boolean> {
     if (this.running === 0) return true;
-    const idle = new Promise<boolean>((resolve) => this.idleWaiters.push(() => resolve(true)));
-    return Promise.race([idle, sleep(ms, false, { ref: false })]);
+    return settledWithin(new Promise<void>((resolve) => this.idleWaiters.push(resolve)), ms);
   }
 }

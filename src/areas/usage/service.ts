@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { ProjectScope } from '../../http/principal.js';
 import { BufferedWriter, WRITE_SLICE } from '../../platform/buffered-writer.js';
 import { timeOrderedId } from '../../platform/ids.js';
+import { settledWithin } from '../../platform/time.js';
 import type { UsageEvent, UsageScope, UsageStore } from './store.js';
 
 /** Who made a call and when it started: what every usage event takes from the request. */
@@ -102,13 +103,7 @@ export class UsageService {
 
   /** Waits (a bounded time) for the calls under way to be metered, then writes everything buffered. */
   async close(): Promise<void> {
-    if (this.expected > 0) {
-      const metered = new Promise<void>((resolve) => (this.whenNoneExpected = resolve));
-      let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)));
-      await Promise.race([metered, timeout]);
-      clearTimeout(timer);
-    }
+    if (this.expected > 0) await settledWithin(new Promise<void>((resolve) => (this.whenNoneExpected = resolve)), CLOSE_WAIT_MS);
     await this.writer.close();
   }
 }
