@@ -111,12 +111,12 @@ export const ROUTE_PERMISSIONS: Record<string, RoutePermission> = {
 };
 
 /**
- * For work that calls the project's models for the caller (batches, agents): a principal that may not call them
- * directly may not call them through that work either.
+ * For work that reaches another service for the caller (a batch calling models and reading or writing files, an
+ * agent calling models): a principal that may not reach it directly may not reach it through that work either.
  */
-export function requireModelCalls(principal: Principal, work: string): void {
-  if (effectiveAccess(principal, 'models') === 'none') {
-    throw ERRORS.forbidden(`This ${principal.kind === 'api_token' ? 'token' : 'user'} lacks read permission on the models service, which ${work} needs`);
+export function requireAccess(principal: Principal, service: Service, level: Exclude<AccessLevel, 'none'>, work: string): void {
+  if (RANK[effectiveAccess(principal, service)] < RANK[level]) {
+    throw ERRORS.forbidden(`This ${principal.kind === 'api_token' ? 'token' : 'user'} lacks ${level} permission on the ${service} service, which ${work} needs`);
   }
 }
 

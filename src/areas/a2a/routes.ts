@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Context } from '../../context.js';
 import { principalOf, projectScope, requireApiToken } from '../../http/guards.js';
-import { requireModelCalls } from '../../http/rbac.js';
+import { requireAccess } from '../../http/rbac.js';
 import { callerOf } from '../inference/caller.js';
 import { dialectOf, VERSION_HEADER } from './protocol.js';
 import { agentCardSchema, rpcSchema } from './schemas.js';
@@ -52,7 +52,7 @@ export async function a2aRoutes(app: FastifyInstance, { ctx }: { ctx: Context })
       requestedVersion: Array.isArray(header) ? header.join(', ') : (header ?? ''),
       body: request.body,
       log: request.log,
-      checkModelCalls: () => requireModelCalls(principalOf(request), 'running an agent'),
+      checkModelCalls: () => requireAccess(principalOf(request), 'models', 'read', 'running an agent'),
     });
     return sendJson(reply, response);
   });

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Context } from '../../context.js';
 import { ERRORS } from '../../http/errors.js';
 import { principalOf, projectScope, requireApiToken } from '../../http/guards.js';
-import { requireModelCalls } from '../../http/rbac.js';
+import { requireAccess } from '../../http/rbac.js';
 import { unixSeconds } from '../../platform/time.js';
 import { callerOf } from '../inference/caller.js';
 import type { TurnMessage } from './connectors.js';
@@ -165,7 +165,7 @@ export async function agentRoutes(app: FastifyInstance, { ctx }: { ctx: Context 
   });
 
   app.post<{ Body: Static<typeof ResponsesBody> }>('/api/client/v1/agents/responses', { schema: responsesSchema, config: { audited: false } }, async (request, reply) => {
-    requireModelCalls(principalOf(request), 'running an agent');
+    requireAccess(principalOf(request), 'models', 'read', 'running an agent');
     const body = request.body;
     if (body.stream === true) throw ERRORS.validation('stream: agent responses are not streamed; send stream false or leave it out');
     const scope = projectScope(request);

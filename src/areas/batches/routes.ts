@@ -3,8 +3,7 @@ import type { Static } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { Context } from '../../context.js';
 import { principalOf, projectScope, requireApiToken } from '../../http/guards.js';
-import { ERRORS } from '../../http/errors.js';
-import { effectiveAccess, requireModelCalls } from '../../http/rbac.js';
+import { requireAccess } from '../../http/rbac.js';
 import {
   cancelBatchSchema,
   createBatchSchema,
@@ -28,12 +27,9 @@ export async function batchRoutes(app: FastifyInstance, { ctx }: { ctx: Context 
 
   app.post<{ Body: Static<typeof CreateBatchBody> }>('/api/client/v1/batches', { schema: createBatchSchema }, async (request, reply) => {
     const principal = principalOf(request);
-    requireModelCalls(principal, 'running a batch');
-    // The document store is reached through the batch as the token could reach it directly, or not at all.
-    if (request.body.input_file && effectiveAccess(principal, 'files') === 'none') throw ERRORS.forbidden('This token lacks read permission on the files service, which input_file needs');
-    if (request.body.output_bucket_key !== undefined && effectiveAccess(principal, 'files') !== 'write') {
-      throw ERRORS.forbidden('This token lacks write permission on the files service, which output_bucket_key needs');
-    }
+    requireAccess(principal, 'models', 'read', 'running a batch');
+    if (request.body.input_file) requireAccess(principal, 'files', 'read', 'input_file');
+    if (request.body.output_bucket_key !== undefined) requireAccess(principal, 'files', 'write', 'output_bucket_key');
     const { request_id: _requestId, ...input } = request.body;
     const batch = await batches.create(
       { scope: projectScope(request), tokenId: principal.kind === 'api_token' ? principal.tokenId : null, userId: principal.userId },
