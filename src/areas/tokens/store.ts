@@ -95,13 +95,15 @@ export class TokenStore {
 
   /** Revokes at `at` unless already revoked; returns when it was revoked, as stored (the first revoke's time). */
   async revoke(tenantId: string, id: string, at: number): Promise<number | null> {
-    await this.db
+    const result = await this.db
       .updateTable('api_tokens')
       .set({ revoked_at: at })
       .where('tenant_id', '=', tenantId)
       .where('id', '=', id)
       .where('revoked_at', 'is', null)
-      .execute();
+      .executeTakeFirst();
+    if (Number(result.numUpdatedRows) > 0) return at;
+    // Another revoke came first: its time is the one stored.
     const row = await this.db.selectFrom('api_tokens').select('revoked_at').where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
     return row?.revoked_at ?? null;
   }
