@@ -5,7 +5,7 @@ import { parseObject, type UpstreamClient } from './http.js';
 import { joinUrl } from './openai-compatible.js';
 import { parseSse } from './sse.js';
 import { tokenCount } from './tokens.js';
-import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
+import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider, Usage } from './types.js';
 import { asText } from '../platform/text.js';
 import { unixSeconds } from '../platform/time.js';
 
@@ -26,6 +26,12 @@ const STOP_REASONS: Record<string, string> = {
 
 type Block = Record<string, unknown>;
 
+/** OpenAI's finish_reason for an Anthropic stop_reason (own keys only: "constructor" is no stop reason). */
+function finishReasonOf(reason: unknown): string {
+  const key = asText(reason);
+  return Object.hasOwn(STOP_REASONS, key) ? STOP_REASONS[key]! : 'stop';
+}
+
 function isObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
@@ -35,13 +41,15 @@ function imageBlock(url: string): Block {
   return data ? { type: 'image', source: { type: 'base64', media_type: data[1], data: data[2] } } : { type: 'image', source: { type: 'url', url } };
 }
 
+/** Content parts Anthropic takes; any other (audio, files) would be dropped without a word, so it is refused. */
 function contentBlocks(content: unknown): Block[] {
   if (typeof content === 'string') return content === '' ? [] : [{ type: 'text', text: content }];
   if (!Array.isArray(content)) return [];
-  return content.flatMap((part: Record<string, unknown>) => {
-    if (part?.type === 'text') return [{ type: 'text', text: asText(part.text, '') }];
-    if (part?.type === 'image_url') return [imageBlock(asText((part.image_url as { url?: unknown } | undefined)?.url, ''))];
-    return [];
+  return content.flatMap((part: unknown) => {
+    if (!isObject(part)) return [];
+    if (part.type === 'text') return [{ type: 'text', text: asText(part.text, '') }];
+    if (part.type === 'image_url') return [imageBlock(asText((part.image_url as { url?: unknown } | undefined)?.url, ''))];
+    throw ERRORS.validation(`Anthropic models take text and image_url content parts; a "${asText(part.type)}" part cannot be sent`);
   });
 }
 
@@ -127,14 +135,12 @@ export function toAnthropicRequest(body: JsonObject, model: string, stream: bool
 
 /** An Anthropic message as a chat.completion. */
 export function fromAnthropicMessage(message: JsonObject): JsonObject {
-  const blocks = Array.isArray(message.content) ? (message.content as Block[]) : [];
+  const blocks = Array.isArray(message.content) ? (message.content as unknown[]).filter(isObject) : [];
   const text = blocks.filter((b) => b.type === 'text').map((b) => asText(b.text, '')).join('');
   const toolCalls = blocks
     .filter((b) => b.type === 'tool_use')
     .map((b) => ({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }));
-  const usage = (message.usage ?? {}) as { input_tokens?: unknown; output_tokens?: unknown };
-  const input = tokenCount(usage.input_tokens) ?? 0;
-  const output = tokenCount(usage.output_tokens) ?? 0;
+  const usage = anthropicUsage(message.usage);
   return {
     id: asText(message.id, `chatcmpl-${randomUUID()}`),
     object: 'chat.completion',
@@ -144,20 +150,32 @@ export function fromAnthropicMessage(message: JsonObject): JsonObject {
       {
         index: 0,
         message: { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
-        finish_reason: STOP_REASONS[asText(message.stop_reason)] ?? 'stop',
+        finish_reason: finishReasonOf(message.stop_reason),
         logprobs: null,
       },
     ],
-    usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
+    // Without the upstream's counts there is no usage to show; Waygate meters its own estimate.
+    ...(usage ? { usage: openAiUsage(usage) } : {}),
   };
 }
 
+/** Anthropic's usage object as token counts, when it holds an input count. */
+function anthropicUsage(value: unknown): Usage | null {
+  const usage = (isObject(value) ? value : {}) as { input_tokens?: unknown; output_tokens?: unknown };
+  const input = tokenCount(usage.input_tokens);
+  return input === undefined ? null : { inputTokens: input, outputTokens: tokenCount(usage.output_tokens) ?? 0, estimated: false };
+}
+
+function openAiUsage(usage: Usage): JsonObject {
+  return { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens };
+}
+
 /** Anthropic's stream events as chat.completion.chunk objects (the usage chunk last, with empty choices). */
-async function* anthropicChunks(body: AsyncIterable<Buffer>): AsyncGenerator<ChatChunk> {
+async function* anthropicChunks(body: AsyncIterable<Buffer>, complete: () => void): AsyncGenerator<ChatChunk> {
   let id = `chatcmpl-${randomUUID()}`;
   let model: unknown = null;
   const created = unixSeconds(Date.now());
-  let input = 0;
+  let input: number | undefined;
   let output = 0;
   const toolIndexByBlock = new Map<number, number>();
   const chunk = (delta: JsonObject, finish: string | null = null): ChatChunk => ({
@@ -170,12 +188,13 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Cha
     } catch {
       throw new UpstreamError('malformed', 'Upstream stream sent malformed JSON');
     }
+    if (!isObject(data)) throw new UpstreamError('malformed', 'Upstream stream sent a non-object event');
     switch (data.type) {
       case 'message_start': {
         const message = (data.message ?? {}) as JsonObject;
         id = asText(message.id, id);
         model = message.model ?? model;
-        input = tokenCount((message.usage as JsonObject | undefined)?.input_tokens) ?? 0;
+        input = tokenCount((message.usage as JsonObject | undefined)?.input_tokens);
         yield chunk({ role: 'assistant', content: '' });
         break;
       }
@@ -200,11 +219,13 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Cha
       case 'message_delta': {
         output = tokenCount((data.usage as JsonObject | undefined)?.output_tokens) ?? output;
         const reason = (data.delta as JsonObject | undefined)?.stop_reason;
-        if (reason) yield chunk({}, STOP_REASONS[asText(reason)] ?? 'stop');
+        if (reason) yield chunk({}, finishReasonOf(reason));
         break;
       }
       case 'message_stop':
-        yield { data: { id, object: 'chat.completion.chunk', created, model, choices: [], usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output } } };
+        complete();
+        // Without an input count from message_start there is no usage chunk: the gateway counts the tokens itself.
+        if (input !== undefined) yield { data: { id, object: 'chat.completion.chunk', created, model, choices: [], usage: openAiUsage({ inputTokens: input, outputTokens: output, estimated: false }) } };
         return;
       case 'error':
         throw new UpstreamError('http', 'Upstream stream reported an error', 502, anthropicError(data, 502));
@@ -212,6 +233,7 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Cha
         break;
     }
   }
+  throw new UpstreamError('malformed', 'Upstream stream ended before message_stop');
 }
 
 function anthropicError(parsed: unknown, status: number): { error: Record<string, unknown> } {
@@ -236,13 +258,12 @@ export function anthropic(client: UpstreamClient): Provider {
   return {
     async chat(target, body, options): Promise<JsonResult> {
       const response = await client.postJson(request(target, body, false, options));
-      const completion = fromAnthropicMessage(parseObject(response.text));
-      const usage = completion.usage as { prompt_tokens: number; completion_tokens: number };
-      return { body: completion, usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens, estimated: false }, upstreamMs: response.ms };
+      const message = parseObject(response.text);
+      return { body: fromAnthropicMessage(message), usage: anthropicUsage(message.usage), upstreamMs: response.ms };
     },
     async chatStream(target, body, options): Promise<ChatStream> {
       const response = await client.postStream(request(target, body, true, options));
-      return { chunks: anthropicChunks(response.body), upstreamMs: response.ms };
+      return { chunks: anthropicChunks(response.body, response.complete), upstreamMs: response.ms };
     },
     async embeddings() {
       throw ERRORS.validation('Anthropic models do not offer embeddings');

@@ -92,10 +92,14 @@ export class UpstreamClient {
     return { ms: exchange.ms, text: exchange.text() };
   }
 
-  /** POSTs JSON and hands back the body once a 2xx status arrived; its failures are UpstreamErrors too. */
-  async postStream(request: UpstreamRequest): Promise<UpstreamResponse & { body: AsyncIterable<Buffer> }> {
+  /**
+   * POSTs JSON and hands back the body once a 2xx status arrived; its failures are UpstreamErrors too. A reader that
+   * has seen the end of the answer (`[DONE]`) calls `complete()` before it stops: the rest of the body is then read
+   * and dropped, so that the connection stays in the pool, instead of the request being aborted.
+   */
+  async postStream(request: UpstreamRequest): Promise<UpstreamResponse & { body: AsyncIterable<Buffer>; complete(): void }> {
     const exchange = await this.withRetries(request, true);
-    return { ms: exchange.ms, body: exchange.chunks() };
+    return { ms: exchange.ms, body: exchange.chunks(), complete: () => exchange.complete() };
   }
 
   private async withRetries(request: UpstreamRequest, streaming: boolean): Promise<Exchange> {
@@ -131,6 +135,9 @@ export class UpstreamClient {
 
 /** Chunks a stream holds before the upstream socket is paused (its reader is slower than the upstream). */
 const STREAM_HIGH_WATER_CHUNKS = 16;
+/** What a complete answer's body may still send after its end (`[DONE]`) before the request is aborted anyway. */
+const DRAIN_BYTES = 64 * 1024;
+const DRAIN_MS = 1_000;
 const RETRY_AFTER = 'retry-after';
 
 /**
@@ -156,6 +163,10 @@ class Exchange implements Dispatcher.DispatchHandler {
   private failure: Error | null = null;
   private resumeSocket: (() => void) | null = null;
   private wake: (() => void) | null = null;
+  private completed = false;
+  /** Bytes dropped since the reader stopped after a complete answer; -1 while nobody is draining. */
+  private drained = -1;
+  private drainTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly signal: AbortSignal, private readonly streaming: boolean) {
     this.answered = new Promise<void>((resolve, reject) => {
@@ -177,6 +188,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   private finish(): void {
     this.ended = true;
     this.signal.removeEventListener('abort', this.onAbort);
+    if (this.drainTimer) clearTimeout(this.drainTimer);
   }
 
   onConnect(abort: (reason?: Error) => void): void {
@@ -198,6 +210,11 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onData(chunk: Buffer): boolean {
+    if (this.drained >= 0) {
+      this.drained += chunk.length;
+      if (this.drained > DRAIN_BYTES) this.stop(new Error('The upstream sent too much after the end of its answer'));
+      return true;
+    }
     this.buffered.push(chunk);
     if (!this.streamingBody) return true;
     this.wakeReader();
@@ -241,8 +258,24 @@ class Exchange implements Dispatcher.DispatchHandler {
         }
       }
     } finally {
-      this.stop(new Error('The stream reader stopped'));
+      if (this.completed) this.drain();
+      else this.stop(new Error('The stream reader stopped'));
     }
+  }
+
+  /** The reader has the whole answer: see `postStream`. */
+  complete(): void {
+    this.completed = true;
+  }
+
+  /** Reads what is left of a complete answer's body and drops it (bounded), so undici can reuse the connection. */
+  private drain(): void {
+    if (this.ended) return;
+    this.buffered = [];
+    this.drained = 0;
+    this.drainTimer = setTimeout(() => this.stop(new Error('The upstream did not end its body after the end of its answer')), DRAIN_MS);
+    this.drainTimer.unref();
+    this.resumeSocket?.();
   }
 
   private wakeReader(): void {

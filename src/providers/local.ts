@@ -120,7 +120,10 @@ export function localEmbedding(text: string, dimensions = LOCAL_EMBED_DIMENSIONS
 
 /** OpenAI's base64 embedding encoding: little-endian float32 values. */
 export function base64Embedding(values: number[]): string {
-  return Buffer.from(new Float32Array(values).buffer).toString('base64');
+  // Written byte by byte: a Float32Array's own bytes follow the machine's order.
+  const bytes = Buffer.alloc(values.length * 4);
+  for (const [i, value] of values.entries()) bytes.writeFloatLE(value, i * 4);
+  return bytes.toString('base64');
 }
 
 function embeddingInputs(input: unknown): string[] {

@@ -46,6 +46,8 @@ export class OpenAiStyleProvider implements Provider {
       signal: options.signal,
     });
     const parsed = parseObject(response.text);
+    // Some routers (OpenRouter, for one) answer a failed call with 200 and an error object: that is no answer.
+    if (isErrorAnswer(parsed)) throw new UpstreamError('http', 'Upstream answered 200 with an error', 502, { error: parsed.error as Record<string, unknown> });
     return { body: parsed, raw: response.text, usage: usageOf(parsed), upstreamMs: response.ms };
   }
 
@@ -63,7 +65,7 @@ export class OpenAiStyleProvider implements Provider {
       body: JSON.stringify({ ...body, model: target.upstreamModel, stream: true, stream_options: streamOptions }),
       signal: options.signal,
     });
-    return { chunks: streamedChunks(response.body), upstreamMs: response.ms };
+    return { chunks: streamedChunks(response.body, response.complete), upstreamMs: response.ms };
   }
 
   embeddings(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<JsonResult> {
@@ -75,10 +77,22 @@ export class OpenAiStyleProvider implements Provider {
   }
 }
 
-/** chat.completion.chunk objects from an OpenAI-style SSE body, up to `data: [DONE]`. */
-async function* openAiChunks(body: AsyncIterable<Buffer>): AsyncGenerator<ChatChunk> {
+/** A 2xx body that holds an error object and none of the fields an answer has. */
+function isErrorAnswer(body: JsonObject): boolean {
+  return typeof body.error === 'object' && body.error !== null && !('choices' in body) && !('data' in body) && !('results' in body);
+}
+
+/**
+ * chat.completion.chunk objects from an OpenAI-style SSE body, up to `data: [DONE]`. A body that ends before
+ * `[DONE]` is complete only if a choice finished (a few servers never send `[DONE]`); otherwise it was cut off.
+ */
+async function* openAiChunks(body: AsyncIterable<Buffer>, complete: () => void): AsyncGenerator<ChatChunk> {
+  let finished = false;
   for await (const event of parseSse(body)) {
-    if (event.data === '[DONE]') return;
+    if (event.data.trim() === '[DONE]') {
+      complete();
+      return;
+    }
     let data: JsonObject;
     try {
       data = JSON.parse(event.data) as JsonObject;
@@ -87,9 +101,11 @@ async function* openAiChunks(body: AsyncIterable<Buffer>): AsyncGenerator<ChatCh
     }
     if (!data || typeof data !== 'object') throw new UpstreamError('malformed', 'Upstream stream sent a non-object event');
     if (data.error) throw new UpstreamError('http', 'Upstream stream reported an error', 502, { error: data.error as Record<string, unknown> });
+    finished ||= Array.isArray(data.choices) && (data.choices as { finish_reason?: unknown }[]).some((choice) => typeof choice?.finish_reason === 'string');
     // Data spread over several lines is forwarded re-serialized: SSE would need each line prefixed again.
     yield event.data.includes('\n') ? { data } : { data, raw: event.data };
   }
+  if (!finished) throw new UpstreamError('malformed', 'Upstream stream ended before it was complete');
 }
 
 const OPEN_BRACE = 0x7b;
@@ -99,20 +115,20 @@ const SPACE = 0x20;
  * The chunks of a stream request's answer. A server that ignores `stream: true` answers one chat.completion (told
  * by its first visible byte: SSE lines never start with a brace, whatever the content type says), replayed as chunks.
  */
-async function* streamedChunks(body: AsyncIterable<Buffer>): AsyncGenerator<ChatChunk> {
+async function* streamedChunks(body: AsyncIterable<Buffer>, complete: () => void): AsyncGenerator<ChatChunk> {
   const reader = body[Symbol.asyncIterator]();
   let first = await reader.next();
   let visible = -1;
   // Chunks of white space alone mean nothing to either format.
   while (!first.done && (visible = first.value.findIndex((byte) => byte > SPACE)) === -1) first = await reader.next();
-  if (first.done) return;
+  if (first.done) throw new UpstreamError('malformed', 'Upstream answered the stream with an empty body');
   const head = first.value;
   const whole = (async function* () {
     yield head;
     for (let next = await reader.next(); !next.done; next = await reader.next()) yield next.value;
   })();
   try {
-    yield* head[visible] === OPEN_BRACE ? completionChunks(whole) : openAiChunks(whole);
+    yield* head[visible] === OPEN_BRACE ? completionChunks(whole) : openAiChunks(whole, complete);
   } finally {
     await reader.return?.();
   }
@@ -131,7 +147,7 @@ async function* completionChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Ch
     parts.push(part);
   }
   const completion = parseObject(Buffer.concat(parts).toString('utf8'));
-  if (completion.error) throw new UpstreamError('http', 'Upstream reported an error', 502, { error: completion.error as Record<string, unknown> });
+  if (isErrorAnswer(completion)) throw new UpstreamError('http', 'Upstream reported an error', 502, { error: completion.error as Record<string, unknown> });
   const head = { id: completion.id, object: 'chat.completion.chunk', created: completion.created, model: completion.model };
   const choices = Array.isArray(completion.choices) ? (completion.choices as JsonObject[]) : [];
   for (const [position, choice] of choices.entries()) {

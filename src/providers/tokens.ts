@@ -30,6 +30,33 @@ export function contentText(content: unknown): string {
   return text;
 }
 
+/**
+ * What a model wrote in one message or stream delta, as text to count: its content, its refusal, and the names and
+ * arguments of its tool calls (an answer made only of tool calls still cost output tokens).
+ */
+export function writtenText(message: unknown): string {
+  const m = message as { content?: unknown; refusal?: unknown; tool_calls?: unknown } | null | undefined;
+  if (!m || typeof m !== 'object') return '';
+  let text = contentText(m.content);
+  if (typeof m.refusal === 'string') text += m.refusal;
+  if (Array.isArray(m.tool_calls)) {
+    for (const call of m.tool_calls) {
+      const fn = (call as { function?: { name?: unknown; arguments?: unknown } } | null)?.function;
+      if (typeof fn?.name === 'string') text += ` ${fn.name} `;
+      if (typeof fn?.arguments === 'string') text += fn.arguments;
+    }
+  }
+  return text;
+}
+
+/** Estimated output tokens of a chat.completion whose upstream reported no usage: what every choice wrote. */
+export function estimateChatOutput(completion: Record<string, unknown>): number {
+  const choices = Array.isArray(completion.choices) ? completion.choices : [];
+  let tokens = 0;
+  for (const choice of choices) tokens += estimateTokens(writtenText((choice as { message?: unknown } | null)?.message));
+  return tokens;
+}
+
 /** Estimated prompt tokens of a chat request's messages (and tool definitions, which count as prompt). */
 export function estimateChatInput(body: Record<string, unknown>): number {
   let tokens = PER_REPLY;

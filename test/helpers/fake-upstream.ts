@@ -41,6 +41,8 @@ export interface Behaviour {
   pieceDelayMs?: number;
   /** Reply text for chat (default "Hello from the fake upstream"). */
   reply?: string;
+  /** Streaming: milliseconds between the last event ([DONE]) and the end of the body. */
+  endDelayMs?: number;
 }
 
 export interface FakeUpstream {
@@ -147,6 +149,7 @@ async function writeEvents(res: http.ServerResponse, events: string[], behaviour
     sent++;
     if (behaviour.pieceDelayMs) await sleep(behaviour.pieceDelayMs);
   }
+  if (behaviour.endDelayMs) await sleep(behaviour.endDelayMs);
   res.end();
 }
 

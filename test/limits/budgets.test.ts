@@ -75,18 +75,45 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     expect(fake().requests.at(-1)!.body.max_tokens).toBe(30);
   });
 
-  it('caps a call that names no max_tokens at the budget left, and keeps max_completion_tokens as the field used', async () => {
+  it('caps a call that names no max_tokens at the budget left, and caps max_completion_tokens and max_tokens alike', async () => {
     const t = await token(d, { budget: { maxTokens: 1000, period: 'total' } });
     expect((await chat(app, t.value, model, {})).statusCode).toBe(200);
     expect(fake().requests.at(-1)!.body.max_tokens).toBe(990);
-    // 30 used: 970 left, 960 after the input.
+    // 30 used: 970 left, 960 after the input. This upstream is not OpenAI's: it may read only max_tokens.
     expect((await chat(app, t.value, model, { max_completion_tokens: 4000 })).statusCode).toBe(200);
     const sent = fake().requests.at(-1)!.body;
     expect(sent.max_completion_tokens).toBe(960);
-    expect(sent.max_tokens).toBeUndefined();
+    expect(sent.max_tokens).toBe(960);
     // A smaller request than the budget allows is left as it is.
     expect((await chat(app, t.value, model, { max_tokens: 7 })).statusCode).toBe(200);
     expect(fake().requests.at(-1)!.body.max_tokens).toBe(7);
+  });
+
+  // Regression: the smaller field set the reservation, and the larger went upstream unchanged.
+  it('a request naming both limit fields is reserved by the larger, and both are capped', async () => {
+    const t = await token(d, { budget: { maxTokens: 100, period: 'total' } });
+    expect((await chat(app, t.value, model, { max_tokens: 100_000, max_completion_tokens: 1 })).statusCode).toBe(200);
+    const sent = fake().requests.at(-1)!.body;
+    // 100 left, 10 of them for the input.
+    expect(sent.max_tokens).toBe(90);
+    expect(sent.max_completion_tokens).toBe(1);
+  });
+
+  // Regression: the field was chosen for the primary model and sent unchanged to a fallback of another provider.
+  it('a fallback of another provider type gets its own output limit field', async () => {
+    const local = await fakeModel(d, fake(), { upstreamModel: 'fake-vllm' });
+    const azure = await fakeModel(d, fake(), { provider: { type: 'azure-openai', baseUrl: fake().baseUrl.replace(/\/v1$/, ''), apiKey: 'k', deployment: 'dep' }, fallbacks: [local] });
+    const t = await token(d, { budget: { maxTokens: 1000, period: 'total' } });
+    fake().queue({ status: 503, headers: { 'retry-after': '0' } }, { status: 503, headers: { 'retry-after': '0' } }, { status: 503, headers: { 'retry-after': '0' } });
+    const before = fake().requests.length;
+    const res = await chat(app, t.value, azure, {});
+    expect(res.statusCode, res.body).toBe(200);
+    const sent = fake().requests.slice(before);
+    expect(sent[0]!.body).toMatchObject({ max_completion_tokens: 990 });
+    expect(sent[0]!.body.max_tokens).toBeUndefined();
+    const toFallback = sent.at(-1)!.body;
+    expect(toFallback).toMatchObject({ model: 'fake-vllm', max_tokens: 990 });
+    expect(toFallback.max_completion_tokens).toBeUndefined();
   });
 
   it('a call is reserved at the dearest price of its model and fallbacks: a dearer fallback cannot pass a cost budget', async () => {

@@ -229,10 +229,24 @@ describe('fromAnthropicMessage', () => {
     }
   });
 
-  it('reports zero usage when the message has none, and an empty text when there is no content', () => {
+  // Reported zeros would read as the upstream's own count; without one, Waygate meters its estimate instead.
+  it('reports no usage when the message has none, and an empty text when there is no content', () => {
     const out = fromAnthropicMessage({ id: 'msg_2' });
-    expect(out.usage).toEqual({ prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 });
+    expect(out).not.toHaveProperty('usage');
     expect((out.choices as { message: Msg }[])[0]!.message.content).toBe('');
+  });
+
+  // Regression: a null content block was dereferenced (a TypeError, so a 500).
+  it('skips content blocks that are not objects', () => {
+    const out = fromAnthropicMessage({ id: 'msg_3', content: [null, 7, { type: 'text', text: 'Hi' }], usage: { input_tokens: 1, output_tokens: 1 } });
+    expect((out.choices as { message: Msg }[])[0]!.message.content).toBe('Hi');
+  });
+
+  // Regression: the lookup reached Object's own properties ("constructor" gave the Object function).
+  it('finishes as stop for stop reasons it does not know, inherited property names included', () => {
+    for (const reason of ['constructor', '__proto__', 'toString', 'pause_turn']) {
+      expect((fromAnthropicMessage({ id: 'm', stop_reason: reason }).choices as Msg[])[0]!.finish_reason).toBe('stop');
+    }
   });
 });
 
@@ -269,6 +283,14 @@ describe('toAnthropicRequest (property)', () => {
   it('never throws on arbitrary message arrays, and always alternates user and assistant turns', () => {
     fc.assert(
       fc.property(fc.array(message, { maxLength: 12 }), fc.boolean(), (messages, stream) => {
+        // A content part of a type Anthropic cannot take is refused (400) rather than dropped.
+        const untranslatable = messages.some(
+          (m) => Array.isArray(m.content) && m.content.some((part) => typeof part === 'object' && part !== null && !Array.isArray(part) && (part as Msg).type !== 'text' && (part as Msg).type !== 'image_url'),
+        );
+        if (untranslatable) {
+          expect(() => toAnthropicRequest({ messages }, 'claude', stream)).toThrow(expect.objectContaining({ statusCode: 400 }));
+          return;
+        }
         const out = toAnthropicRequest({ messages }, 'claude', stream);
         const turns = out.messages as { role: string; content: unknown }[];
         for (const [i, turn] of turns.entries()) {
@@ -288,6 +310,11 @@ describe('toAnthropicRequest (property)', () => {
   it('never throws on objects that cannot be converted to text', () => {
     expect(() => req([{ role: 'tool', tool_call_id: { toString: false } }])).not.toThrow();
     expect(() => req([{ role: 'assistant', tool_calls: [{ id: { valueOf: false }, function: { name: { toString: false } } }] }])).not.toThrow();
+  });
+
+  it('refuses content parts Anthropic cannot take, naming their type', () => {
+    expect(() => req([{ role: 'user', content: [text('Listen'), { type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } }] }])).toThrow(/"input_audio" part/);
+    expect(() => req([{ role: 'user', content: [{ type: 'file', file: { file_id: 'f' } }] }])).toThrow(expect.objectContaining({ statusCode: 400 }));
   });
 
   it('never throws on null entries in tool_calls or tools', () => {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { setImmediate as nextMacrotask } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { AppError, ERRORS } from '../../http/errors.js';
@@ -7,7 +8,7 @@ import { unixSeconds } from '../../platform/time.js';
 import { lazy } from '../../platform/lazy.js';
 import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
-import { estimateChatInput, estimateEmbeddingInput, estimateTokens, usageOf } from '../../providers/tokens.js';
+import { estimateChatInput, estimateChatOutput, estimateEmbeddingInput, estimateTokens, usageOf, writtenText } from '../../providers/tokens.js';
 import { outputLimitField } from '../../providers/openai-compatible.js';
 import type { Capability, ChatChunk, JsonObject, JsonResult, ModelTarget, Provider, ProviderType, Usage } from '../../providers/types.js';
 import type { Judge } from '../guardrails/engines.js';
@@ -73,9 +74,16 @@ function costOf(pricing: Pricing | null, input: number, output: number): number 
   return (input * price.inputPer1M + output * price.outputPer1M) / 1e6;
 }
 
+const OUTPUT_LIMIT_FIELDS = ['max_tokens', 'max_completion_tokens'] as const;
+
+/** The output limit a request names: with both fields, the larger (an upstream may obey either one). */
 function requestedMaxTokens(body: JsonObject): number | undefined {
-  const value = body.max_completion_tokens ?? body.max_tokens;
-  return typeof value === 'number' ? value : undefined;
+  let limit: number | undefined;
+  for (const field of OUTPUT_LIMIT_FIELDS) {
+    const value = body[field];
+    if (typeof value === 'number') limit = Math.max(limit ?? value, value);
+  }
+  return limit;
 }
 
 /** How many choices a chat call asks for (`n`). max_tokens bounds each of them, and usage sums them all. */
@@ -89,16 +97,34 @@ function desiredChatOutput(body: JsonObject): number {
 }
 
 /**
+ * The error event of a stream the upstream failed. Type and code stay Waygate's (the client can tell a failure
+ * mid-stream from one before it); the message carries what the upstream said, and its code, when it said something.
+ */
+function streamFailure(err: UpstreamError): Record<string, unknown> {
+  const said = err.body?.error;
+  const code = asText(said?.code);
+  const reason = said ? `${asText(said.message, err.message)}${code ? ` (${code})` : ''}` : err.message;
+  return { message: `Upstream stream failed: ${reason}`, type: 'upstream_error', code: 'upstream_stream_failed' };
+}
+
+/**
  * The request with its output capped at the reservation's allowance (shared by its choices), when a budget or tpm
- * limit set one. A request that names no limit gets the field its upstream expects.
+ * limit set one. Every limit field the request names is capped, and the upstream's own field is set too: a server
+ * that reads only `max_tokens` must not get its cap in `max_completion_tokens` alone. OpenAI's and Azure's field
+ * (`max_completion_tokens`) is added only to a request that names neither: sending both fields is theirs to refuse.
  */
 function capped(body: JsonObject, reservation: Reservation | null, target: ModelTarget): JsonObject {
   if (!reservation?.capped) return body;
   const perChoice = Math.floor(reservation.allowance / choiceCount(body));
   const requested = requestedMaxTokens(body);
   if (requested !== undefined && requested <= perChoice) return body;
-  const field = body.max_completion_tokens !== undefined ? 'max_completion_tokens' : body.max_tokens !== undefined ? 'max_tokens' : outputLimitField(target);
-  return { ...body, [field]: perChoice };
+  const own = outputLimitField(target);
+  const out: JsonObject = own === 'max_tokens' || requested === undefined ? { ...body, [own]: perChoice } : { ...body };
+  for (const field of OUTPUT_LIMIT_FIELDS) {
+    const value = body[field];
+    if (value !== undefined && value !== null) out[field] = typeof value === 'number' ? Math.min(value, perChoice) : perChoice;
+  }
+  return out;
 }
 
 /** The highest prices among the models a call may be answered by: a fallback then never costs more than was reserved. */
@@ -325,7 +351,17 @@ export class InferenceService {
   private async jsonCall(
     caller: Caller,
     body: JsonObject,
-    options: { capability: Capability; service: string; endpoint: string; estimateInput: () => number; desiredOutput: number; choices?: number; charged?: boolean },
+    options: {
+      capability: Capability;
+      service: string;
+      endpoint: string;
+      estimateInput: () => number;
+      /** Output tokens of an answer whose upstream reported no usage (none when unset: embeddings, moderations). */
+      estimateOutput?: (answer: JsonObject) => number;
+      desiredOutput: number;
+      choices?: number;
+      charged?: boolean;
+    },
     guarded: GuardedTexts | null,
     run: (provider: Provider, model: ResolvedModel, body: JsonObject) => Promise<JsonResult>,
   ): Promise<JsonAnswer> {
@@ -340,11 +376,11 @@ export class InferenceService {
     this.usage.expect();
     try {
       const sent = guarded ? await this.guardInput(caller, primary, guards.input, body, guarded.input) : body;
-      const upstreamBody = capped(sent, reservation, primary.target);
-      const first = await this.firstAnswer(candidates, (m) => run(this.providers[m.record.provider.type], m, upstreamBody));
+      // Capped per candidate: the output limit's field name depends on the provider a fallback goes to.
+      const first = await this.firstAnswer(candidates, (m) => run(this.providers[m.record.provider.type], m, capped(sent, reservation, m.target)));
       ({ model } = first);
       upstreamMs = first.answer.upstreamMs;
-      usage = first.answer.usage ?? { inputTokens: options.estimateInput(), outputTokens: 0, estimated: true };
+      usage = first.answer.usage ?? { inputTokens: options.estimateInput(), outputTokens: options.estimateOutput?.(first.answer.body) ?? 0, estimated: true };
       let answer: JsonObject = first.answer.body;
       if (guarded?.output && guards.output.length > 0) {
         const texts = guarded.output(answer);
@@ -366,7 +402,7 @@ export class InferenceService {
   chat(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
     const estimateInput = lazy(() => estimateChatInput(body));
     const chatOutput = { desiredOutput: desiredChatOutput(body), choices: choiceCount(body) };
-    return this.jsonCall(caller, body, { capability: 'chat', service: 'chat', endpoint: '/chat/completions', estimateInput, ...chatOutput }, CHAT_TEXTS, (provider, model, upstreamBody) =>
+    return this.jsonCall(caller, body, { capability: 'chat', service: 'chat', endpoint: '/chat/completions', estimateInput, estimateOutput: estimateChatOutput, ...chatOutput }, CHAT_TEXTS, (provider, model, upstreamBody) =>
       provider.chat(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
     );
   }
@@ -398,8 +434,10 @@ export class InferenceService {
     let started: { model: ResolvedModel; answer: Awaited<ReturnType<Provider['chatStream']>> };
     this.usage.expect();
     try {
-      const upstreamBody = capped(await this.guardInput(caller, primary, guards.input, body, chatInputTexts), reservation, primary.target);
-      started = await this.firstAnswer(candidates, (m) => this.providers[m.record.provider.type].chatStream(m.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }));
+      const sent = await this.guardInput(caller, primary, guards.input, body, chatInputTexts);
+      started = await this.firstAnswer(candidates, (m) =>
+        this.providers[m.record.provider.type].chatStream(m.target, capped(sent, reservation, m.target), { signal: caller.signal, requestId: caller.requestId }),
+      );
     } catch (err) {
       await this.settle(reservation, candidates[0]!, null);
       this.meter(caller, candidates[0]!, '/chat/completions', 'chat', null, statusOf(err), 0, true);
@@ -444,8 +482,8 @@ export class InferenceService {
     let last: ChatChunk | null = null;
     const count = (chunk: ChatChunk) => {
       if (chunk.data.usage) usage = usageOf(chunk.data) ?? usage;
-      const choices = chunk.data.choices as { delta?: { content?: unknown } }[] | undefined;
-      if (Array.isArray(choices)) for (const choice of choices) if (typeof choice?.delta?.content === 'string') text += choice.delta.content;
+      const choices = chunk.data.choices as { delta?: unknown }[] | undefined;
+      if (Array.isArray(choices)) for (const choice of choices) text += writtenText(choice?.delta);
     };
     const { guard } = options;
     const counted = async function* (): AsyncGenerator<ChatChunk> {
@@ -461,8 +499,9 @@ export class InferenceService {
         if (!guard) count(chunk);
         last = chunk;
         const choices = chunk.data.choices as unknown[] | undefined;
-        // The usage chunk (no choices) is Waygate's request; the client sees it only when it asked.
-        if (chunk.data.usage && Array.isArray(choices) && choices.length === 0 && !options.includeUsage) continue;
+        // The usage chunk (no choices) is Waygate's request; the client sees it only when it asked, and only in
+        // OpenAI's form (otherwise Waygate sends its own count at the end).
+        if (chunk.data.usage && Array.isArray(choices) && choices.length === 0 && (!options.includeUsage || !usageOf(chunk.data))) continue;
         yield `data: ${chunk.raw ?? JSON.stringify(chunk.data)}\n\n`;
         // The first frame leaves at once. Node holds a response's writes until the current tick ends, and with more
         // upstream chunks already received that tick would last until all of them were framed.
@@ -473,7 +512,8 @@ export class InferenceService {
         if (options.includeUsage) {
           const base = last?.data ?? {};
           const counted = { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens };
-          yield `data: ${JSON.stringify({ id: base.id, object: 'chat.completion.chunk', created: base.created, model: base.model, choices: [], usage: counted })}\n\n`;
+          const head = { id: base.id ?? `chatcmpl-${randomUUID()}`, object: 'chat.completion.chunk', created: base.created ?? unixSeconds(Date.now()), model: base.model ?? model.record.key };
+          yield `data: ${JSON.stringify({ ...head, choices: [], usage: counted })}\n\n`;
         }
       }
       yield 'data: [DONE]\n\n';
@@ -488,7 +528,7 @@ export class InferenceService {
         yield 'data: [DONE]\n\n';
       } else {
         status = err instanceof UpstreamError ? 502 : 500;
-        const error = err instanceof UpstreamError ? { message: `Upstream stream failed: ${err.message}`, type: 'upstream_error', code: 'upstream_stream_failed' } : { message: 'Internal server error', type: 'server_error', code: 'internal_error' };
+        const error = err instanceof UpstreamError ? streamFailure(err) : { message: 'Internal server error', type: 'server_error', code: 'internal_error' };
         if (!(err instanceof UpstreamError)) this.log.error({ err }, 'stream failed');
         yield `data: ${JSON.stringify({ error })}\n\n`;
         yield 'data: [DONE]\n\n';
