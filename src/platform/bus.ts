@@ -38,7 +38,7 @@ export class RedisBus implements Bus {
 
   constructor(url: string, private readonly prefix = 'waygate:') {
     this.publisher = connectRedis(url);
-    this.subscriber = connectRedis(url);
+    this.subscriber = connectRedis(url, { subscriber: true });
     this.subscriber.on('message', (channel: string, message: string) => {
       this.emitter.emit(channel.slice(this.prefix.length), message);
     });

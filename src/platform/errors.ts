@@ -19,13 +19,18 @@ export function isConnectionFailure(err: unknown): boolean {
   return err instanceof Error && /timeout exceeded when trying to connect|Connection terminated/i.test(err.message);
 }
 
+/**
+ * Replies of a Redis that cannot serve right now (a replica after a failover, a restart loading its data, a
+ * cluster in trouble) and ioredis' own timeout: the request was fine, the service is not.
+ */
+const REDIS_UNAVAILABLE = /^(READONLY|LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|BUSY)\b|Command timed out|Connection is closed|Stream isn't writeable/;
+
 /** Runs a Redis command; an unreachable Redis surfaces as DependencyUnavailableError (503), command errors stay. */
 export async function redisCall<T>(operation: () => Promise<T>): Promise<T> {
   try {
     return await operation();
   } catch (err) {
-    const connection =
-      err instanceof Error && (err.name === 'MaxRetriesPerRequestError' || isConnectionFailure(err) || /Connection is closed|Stream isn't writeable/i.test(err.message));
-    throw connection ? new DependencyUnavailableError('Redis', err) : err;
+    const unavailable = err instanceof Error && (err.name === 'MaxRetriesPerRequestError' || isConnectionFailure(err) || REDIS_UNAVAILABLE.test(err.message));
+    throw unavailable ? new DependencyUnavailableError('Redis', err) : err;
   }
 }

@@ -4,15 +4,26 @@ import type { Redis } from 'ioredis';
 
 const require = createRequire(import.meta.url);
 
+/** A command Redis has not answered within this time fails (503): a silent Redis must not hang requests. */
+const COMMAND_TIMEOUT_MS = 2_000;
+
 /**
  * A Redis connection for the cache, the bus and the counters. ioredis is loaded on first use, so an instance
  * without REDIS_URL never holds it in memory. While Redis is down a command fails after one reconnection attempt,
- * so requests answer 503 instead of hanging; connection errors surface through failed commands and the health check,
- * and the error listener only stops ioredis' unhandled-event crash.
+ * and a command that gets no answer fails after COMMAND_TIMEOUT_MS, so requests answer 503 instead of hanging.
+ * Commands in flight when a connection drops are not sent again: the counters' scripts add to counters, and a
+ * second run would count (or release) a reservation twice. Connection errors surface through failed commands and
+ * the health check; the error listener only stops ioredis' unhandled-event crash. `subscriber`: a connection that
+ * only listens (the bus) has no command timeout, since its subscription never answers.
  */
-export function connectRedis(url: string): Redis {
+export function connectRedis(url: string, options: { subscriber?: boolean } = {}): Redis {
   const { Redis: RedisClient } = require('ioredis') as typeof IORedis;
-  const redis = new RedisClient(url, { maxRetriesPerRequest: 1, connectTimeout: 2_000 });
+  const redis = new RedisClient(url, {
+    maxRetriesPerRequest: 1,
+    connectTimeout: 2_000,
+    autoResendUnfulfilledCommands: false,
+    ...(options.subscriber ? {} : { commandTimeout: COMMAND_TIMEOUT_MS }),
+  });
   redis.on('error', () => undefined);
   return redis;
 }

@@ -71,7 +71,8 @@ describe.each(BACKENDS)('client disconnects on %s', (backend) => {
       await vi.waitFor(() => expect(s.fake.aborted).toBe(abortedBefore + 1), { timeout: 10_000, interval: 20 });
       expect(await staying.done).toBe(200);
       expect(s.fake.aborted).toBe(abortedBefore + 1);
-      expect(await usageOf('ka-gone')).toMatchObject({ status: 499, streamed: 0 });
+      // The upstream had the call: its input is billed (chatBody's message is estimated at 10 tokens), never nothing.
+      expect(await usageOf('ka-gone')).toMatchObject({ status: 499, streamed: 0, input_tokens: 10, output_tokens: 0 });
       for (const id of ['ka-1', 'ka-2', 'other-conn']) expect(await usageOf(id)).toMatchObject({ status: 200 });
     } finally {
       agent.destroy();

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { call } from '../helpers/app.js';
 import { chatBody } from '../helpers/models.js';
 import { chat, embed, expectRefused, fakeModel, first, limitedProject, SETUPS, startDeployment, storedUsage, token, useFakeUpstream, type Deployment } from './support.js';
@@ -229,6 +229,24 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     // 60 of 76 used: 6 left after the input.
     expect((await chat(app, t.value, projectModel)).statusCode).toBe(200);
     expect(fake().requests.at(-1)!.body.max_tokens).toBe(6);
+  });
+
+  // Regression: every PATCH of a project's limits started new budget counters from stored usage, which does not hold
+  // the calls still running: their reservations were forgotten and new calls passed the budget.
+  it('a PATCH that starts counting nothing new keeps the reservations of calls still running', async () => {
+    const project = await limitedProject(d, { budget: { maxTokens: 300, period: 'total' } });
+    const projectModel = await fakeModel(d, fake(), {}, project.key);
+    const t = await token(d, { projectId: project.key });
+    const before = fake().requests.length;
+    fake().queue({ delayMs: 400 }, { delayMs: 400 }, { delayMs: 400 });
+    // 10 input + 90 output reserved by each.
+    const running = [0, 1, 2].map(() => chat(app, t.value, projectModel, { max_tokens: 90 }));
+    await vi.waitFor(() => expect(fake().requests.length).toBe(before + 3), { timeout: 5_000, interval: 10 });
+    expectRefused(await chat(app, t.value, projectModel, { max_tokens: 90 }), 'budget_exceeded', null);
+    const patched = await call(app, d.session, { method: 'PATCH', url: `/api/projects/${project.key}`, payload: { rateLimit: { rpm: 1000 } } });
+    expect(patched.statusCode).toBe(200);
+    expectRefused(await chat(app, t.value, projectModel, { max_tokens: 90 }), 'budget_exceeded', null);
+    for (const res of await Promise.all(running)) expect(res.statusCode).toBe(200);
   });
 
   it('embeddings count against a token budget, and are refused without an upstream call once it is spent', async () => {

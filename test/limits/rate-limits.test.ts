@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call } from '../helpers/app.js';
 import { awayFromMinuteEnd, chat, embed, expectRefused, fakeModel, first, limitedProject, SETUPS, startDeployment, token, useFakeUpstream, type Deployment } from './support.js';
 
 const fake = useFakeUpstream();
@@ -125,5 +126,44 @@ describe.each(SETUPS)('rate limits on $backend with $counters counters', ({ back
       payload: { name: 'x', projectId: 'default', role: 'member', rateLimit: {} },
     });
     expect(res.statusCode).toBe(400);
+  });
+  // Regression: the window's key held the project's limit version, so any PATCH of its limits started a new minute.
+  it('a PATCH of the project limits does not start the minute over', async () => {
+    const { app } = first(d);
+    const project = await limitedProject(d, { rateLimit: { rpm: 2 } });
+    const projectModel = await fakeModel(d, fake(), {}, project.key);
+    const t = await token(d, { projectId: project.key });
+    await awayFromMinuteEnd();
+    for (let i = 0; i < 2; i++) expect((await chat(app, t.value, projectModel)).statusCode).toBe(200);
+    expectRefused(await chat(app, t.value, projectModel), 'rate_limit_exceeded', [1, 60]);
+    const patched = await call(app, d.session, { method: 'PATCH', url: `/api/projects/${project.key}`, payload: { budget: { maxTokens: 1_000_000, period: 'total' } } });
+    expect(patched.statusCode).toBe(200);
+    expectRefused(await chat(app, t.value, projectModel), 'rate_limit_exceeded', [1, 60]);
+  });
+
+  // Regression: the evaluate endpoint's judge calls were charged afterwards but never admitted.
+  it('POST /guardrails/evaluate with a judge model is refused once the caller is over its rate limit, without a model call', async () => {
+    const { app } = first(d);
+    const limited = await token(d, { rateLimit: { rpm: 1 } });
+    const key = `judge-${Date.now().toString(36)}`;
+    const created = await call(app, d.session, { method: 'POST', url: '/api/guardrails', payload: { key, name: key, type: 'custom_prompt', config: { rules: 'Never mention prices.' }, modelKey: model } });
+    expect(created.statusCode, created.body).toBe(201);
+    await awayFromMinuteEnd();
+    expect((await chat(app, limited.value, model)).statusCode).toBe(200);
+    const before = fake().requests.length;
+    const refused = await call(app, limited.value, { method: 'POST', url: '/api/client/v1/guardrails/evaluate', payload: { guardrail_key: key, text: 'What does it cost?' } });
+    expectRefused(refused, 'rate_limit_exceeded', [1, 60]);
+    expect(fake().requests.length).toBe(before);
+  });
+
+  it('limits beyond what counters hold exactly are refused (400)', async () => {
+    const { app } = first(d);
+    const create = (limits: Record<string, unknown>) => call(app, d.session, { method: 'POST', url: '/api/tokens', payload: { name: 'huge', projectId: 'default', role: 'member', ...limits } });
+    expect((await create({ rateLimit: { rpm: 1e9, tpm: 1e15 }, budget: { maxTokens: 1e15, maxCostUsd: 9e6, period: 'day' } })).statusCode).toBe(201);
+    for (const limits of [{ rateLimit: { rpm: 1e12 } }, { rateLimit: { tpm: 1e19 } }, { budget: { maxTokens: 1e19, period: 'day' } }, { budget: { maxCostUsd: 1e10, period: 'total' } }]) {
+      const res = await create(limits);
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json().error.message).toMatch(/maximum|must be <=/i);
+    }
   });
 });

@@ -1,7 +1,9 @@
+import net from 'node:net';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RedisCache } from '../../src/platform/cache.js';
 import { MemoryCounters, RedisCounters, type CounterReservation, type Counters } from '../../src/platform/counters.js';
+import { DependencyUnavailableError, redisCall } from '../../src/platform/errors.js';
 import { randomBase32 } from '../../src/platform/ids.js';
 import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
 
@@ -283,5 +285,50 @@ describe('MemoryCounters against a plain sum', () => {
       }),
       { numRuns: 100 },
     );
+  });
+});
+
+/** A TCP server that accepts connections and answers every Redis command with `reply` (or never, when null). */
+async function fakeRedis(reply: string | null): Promise<{ url: string; close(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('data', () => {
+      if (reply !== null) socket.write(reply);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `redis://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe('RedisCounters when Redis cannot serve', () => {
+  // Regression: with no command timeout, a Redis that stopped answering held every limited call forever.
+  it('a Redis that never answers fails the call as unavailable (503) within seconds', async () => {
+    const silent = await fakeRedis(null);
+    const counters = new RedisCounters(silent.url, PREFIX);
+    try {
+      const started = Date.now();
+      await expect(counters.reserve([counter(fresh())], { desired: 1, minimum: 0 })).rejects.toBeInstanceOf(DependencyUnavailableError);
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      await counters.close().catch(() => undefined);
+      await silent.close();
+    }
+  });
+
+  // Regression: a replica's READONLY reply after a failover was a plain error, so a 500.
+  it('replies of a Redis that cannot serve now (READONLY, LOADING, MASTERDOWN, ...) are unavailable, not internal errors', async () => {
+    for (const reply of ["READONLY You can't write against a read only replica.", 'LOADING Redis is loading the dataset in memory', 'MASTERDOWN Link with MASTER is down', 'TRYAGAIN', 'CLUSTERDOWN The cluster is down']) {
+      await expect(redisCall(() => Promise.reject(Object.assign(new Error(reply), { name: 'ReplyError' })))).rejects.toBeInstanceOf(DependencyUnavailableError);
+    }
+    // A command Redis refuses for what it is stays the error it is.
+    await expect(redisCall(() => Promise.reject(Object.assign(new Error('ERR value is not an integer'), { name: 'ReplyError' })))).rejects.not.toBeInstanceOf(DependencyUnavailableError);
   });
 });

@@ -69,9 +69,10 @@ export async function guardrailEvaluateRoutes(app: FastifyInstance, { ctx }: { c
   requireApiToken(app, ctx.services.tokens);
 
   app.post<{ Body: Static<typeof EvaluateBody> }>('/api/client/v1/guardrails/evaluate', { schema: evaluateSchema, config: { audited: false } }, async (request, reply) => {
-    // The judge meters its calls under service `guardrails` itself.
+    // The judge meters its calls under service `guardrails` itself. Nothing admitted this request yet, so each judge
+    // call is admitted on its own: a caller over its budget or rate limit gets its 429 before any model is called.
     const caller = callerOf(request, reply);
-    const context = { scope: caller.scope, requestId: caller.requestId, stage: 'evaluate' as const, model: null, judge: inference.judge(caller) };
+    const context = { scope: caller.scope, requestId: caller.requestId, stage: 'evaluate' as const, model: null, judge: inference.judge(caller, { admit: true }) };
     const { guardrail, result } = await guardrailEvaluator.evaluateByKey(context, request.body.guardrail_key, request.body.text);
     return {
       passed: result.passed,

@@ -373,11 +373,15 @@ export class InferenceService {
     let model = primary;
     let usage: Usage | null = null;
     let upstreamMs = 0;
+    let sentUpstream = false;
     this.usage.expect();
     try {
       const sent = guarded ? await this.guardInput(caller, primary, guards.input, body, guarded.input) : body;
       // Capped per candidate: the output limit's field name depends on the provider a fallback goes to.
-      const first = await this.firstAnswer(candidates, (m) => run(this.providers[m.record.provider.type], m, capped(sent, reservation, m.target)));
+      const first = await this.firstAnswer(candidates, (m) => {
+        sentUpstream = true;
+        return run(this.providers[m.record.provider.type], m, capped(sent, reservation, m.target));
+      });
       ({ model } = first);
       upstreamMs = first.answer.upstreamMs;
       usage = first.answer.usage ?? { inputTokens: options.estimateInput(), outputTokens: options.estimateOutput?.(first.answer.body) ?? 0, estimated: true };
@@ -391,9 +395,13 @@ export class InferenceService {
       // The upstream's own bytes, unless a guardrail changed the answer.
       return { body: answer, raw: answer === first.answer.body ? first.answer.raw : undefined, usage, upstreamMs };
     } catch (err) {
-      // An answer refused by an output guardrail was still made and is billed.
+      // An answer refused by an output guardrail was still made and is billed. A call the client left, or that timed
+      // out, after the upstream had it is billed its input: the upstream worked on it, and calls abandoned on purpose
+      // must not cost a budget nothing.
+      const status = statusOf(err);
+      if (!usage && sentUpstream && (status === STATUS_CLIENT_CLOSED || status === 504)) usage = { inputTokens: options.estimateInput(), outputTokens: 0, estimated: true };
       await this.settle(reservation, model, usage, options.charged ? caller : null);
-      this.meter(caller, model, options.endpoint, options.service, usage, statusOf(err), upstreamMs, false);
+      this.meter(caller, model, options.endpoint, options.service, usage, status, upstreamMs, false);
       throw err;
     }
   }

@@ -30,7 +30,7 @@ export function checkLimits(budget: Budget | null | undefined, rateLimit: RateLi
 export interface LimitSubject {
   kind: 'token' | 'project';
   scope: UsageScope;
-  /** Changes whenever the subject's limits change, so budget counters start again from stored usage. */
+  /** Changes when a budget begins counting something anew, so its counters start again from stored usage. */
   version: number;
   budget: Budget | null;
   rateLimit: RateLimit | null;
@@ -79,6 +79,8 @@ export interface Reservation {
 }
 
 const MINUTE_MS = 60_000;
+/** A client may ask for any max_tokens; counters (Redis scripts compute in doubles) take no more than this. */
+const MAX_ALLOWANCE = 2 ** 50;
 
 function periodBounds(period: Budget['period'], now: number): { start: number; end: number | null } {
   const date = new Date(now);
@@ -92,8 +94,14 @@ function periodBounds(period: Budget['period'], now: number): { start: number; e
   return { start: 0, end: null };
 }
 
+/** Whom a rate-limit window counts. A project PATCH does not start a new window: the minute is the minute. */
 function subjectId(subject: LimitSubject): string {
-  return subject.kind === 'token' ? `t:${subject.scope.tokenId}` : `p:${subject.scope.projectId}:${subject.version}`;
+  return subject.kind === 'token' ? `t:${subject.scope.tokenId}` : `p:${subject.scope.projectId}`;
+}
+
+/** Whom a budget counter counts: a project's budget counters start again (from stored usage) with each version. */
+function budgetSubjectId(subject: LimitSubject): string {
+  return subject.kind === 'token' ? subjectId(subject) : `${subjectId(subject)}:${subject.version}`;
 }
 
 /**
@@ -127,11 +135,12 @@ export class LimitService {
       const { start, end } = periodBounds(budget.period, now);
       const period = { subject, seeded: true, since: start, ttlMs: end === null ? 0 : end - now + MINUTE_MS, retryAfterMs: end === null ? null : end - now };
       const name = budget.period === 'total' ? 'total' : budget.period === 'day' ? 'daily' : 'monthly';
+      const budgetId = budgetSubjectId(subject);
       if (budget.maxTokens !== undefined) {
-        planned.push({ ...period, key: `bg:${id}:${budget.period}:${start}:tokens`, kind: 'tokens', ...tokens, limit: budget.maxTokens, describe: `${name} budget of ${budget.maxTokens} tokens` });
+        planned.push({ ...period, key: `bg:${budgetId}:${budget.period}:${start}:tokens`, kind: 'tokens', ...tokens, limit: budget.maxTokens, describe: `${name} budget of ${budget.maxTokens} tokens` });
       }
       if (budget.maxCostUsd !== undefined) {
-        planned.push({ ...period, key: `bg:${id}:${budget.period}:${start}:cost`, kind: 'cost', ...cost, limit: Math.floor(budget.maxCostUsd * NANO), describe: `${name} budget of ${budget.maxCostUsd} USD` });
+        planned.push({ ...period, key: `bg:${budgetId}:${budget.period}:${start}:cost`, kind: 'cost', ...cost, limit: Math.floor(budget.maxCostUsd * NANO), describe: `${name} budget of ${budget.maxCostUsd} USD` });
       }
     }
     return planned;
@@ -146,7 +155,7 @@ export class LimitService {
     // (a token and a project budget on tokens and cost: four, after a restart or at a new period).
     const attempts = planned.filter((c) => c.seeded).length + 1;
     for (let attempt = 0; attempt < attempts; attempt++) {
-      const outcome = await this.counters.reserve(planned, { desired: estimate.desiredOutput, minimum: estimate.minimumOutput });
+      const outcome = await this.counters.reserve(planned, { desired: Math.min(estimate.desiredOutput, MAX_ALLOWANCE), minimum: estimate.minimumOutput });
       if (outcome.ok) {
         return {
           counters: planned.map(({ key, kind, base, perUnit }) => ({ key, kind, amount: base + perUnit * outcome.allowance })),

@@ -41,7 +41,10 @@ export class ProjectService {
     checkLimits(patch.budget, patch.rateLimit);
     const limitsChanged = patch.budget !== undefined || patch.rateLimit !== undefined;
     if (patch.name === undefined && !limitsChanged) return project;
-    const updated = await this.store.update(tenantId, project.id, { ...patch, limitsUpdatedAt: limitsChanged ? Date.now() : undefined });
+    // Only a budget that starts counting something anew restarts the counters. Any other change keeps them, and with
+    // them the reservations of calls still running (new counters would start from stored usage without those).
+    const recount = patch.budget !== undefined && startsCounting(project.budget, patch.budget);
+    const updated = await this.store.update(tenantId, project.id, { ...patch, limitsUpdatedAt: recount ? Date.now() : undefined });
     if (!updated) throw ERRORS.notFound('Project', idOrKey);
     // Best effort beyond this instance: without the notice others reload when their cached copy expires.
     await this.cache.changed({ tenantId, projectId: project.id });
@@ -93,4 +96,10 @@ export function projectView(project: ProjectRecord) {
     rateLimit: project.rateLimit,
     createdAt: new Date(project.createdAt).toISOString(),
   };
+}
+
+/** True when a new budget counts tokens or cost that the old one did not (so no counter was kept for them). */
+function startsCounting(old: Budget | null, next: Budget | null): boolean {
+  if (!next) return false;
+  return (next.maxTokens !== undefined && old?.maxTokens === undefined) || (next.maxCostUsd !== undefined && old?.maxCostUsd === undefined);
 }

@@ -10,7 +10,10 @@ export interface ProjectRecord {
   name: string;
   budget: Budget | null;
   rateLimit: RateLimit | null;
-  /** When the budget or rate limit last changed: budget counters restart from stored usage after a change. */
+  /**
+   * When the budget last began counting tokens or cost it did not count before (set, or set again after removal):
+   * budget counters restart from stored usage then, since nothing kept them while there was no such budget.
+   */
   limitsUpdatedAt: number;
   createdAt: number;
 }
