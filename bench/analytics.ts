@@ -9,7 +9,7 @@
  * In process, no HTTP: a Context (src/context.ts) on a temp data directory and a SQLite file in it, or on the given
  * empty PostgreSQL database. Events go in through UsageStore.insertMany in batches (the metering path, which also
  * builds usage_hourly and usage_daily), in time order, spread over `--days` days: 5 models, 3 services, 20 API tokens (4 users),
- * a third of the calls in one of 20,000 tracing sessions, 3% errors. Each round runs every query once, rollup and
+ * a third of the calls (`--session-percent`, 33) in one of 20,000 tracing sessions, 3% errors. Each round runs every query once, rollup and
  * naive, in a rotating order; the tables show medians. Totals of both ways are compared and must agree.
  */
 import fs from 'node:fs';
@@ -36,6 +36,8 @@ interface Options {
   rounds: number;
   database: string | undefined;
   seed: number;
+  /** Share of calls in a tracing session, in percent (sessions are found differently when they are rare). */
+  sessionPercent: number;
 }
 
 function options(argv: string[]): Options {
@@ -50,6 +52,7 @@ function options(argv: string[]): Options {
       rounds: { type: 'string', default: '5' },
       database: { type: 'string' },
       seed: { type: 'string', default: '1' },
+      'session-percent': { type: 'string', default: '33' },
     },
   });
   const values = parsed as Record<string, string | undefined>;
@@ -61,6 +64,7 @@ function options(argv: string[]): Options {
     rounds: wholeNumber('rounds', values.rounds),
     database: values.database,
     seed: wholeNumber('seed', values.seed),
+    sessionPercent: Math.min(100, wholeNumber('session-percent', values['session-percent'], 0)),
   };
 }
 
@@ -132,7 +136,7 @@ async function fill(ctx: Context, fixture: Fixture, opts: Options, progress: (do
         upstreamLatencyMs: latencyMs * 0.9,
         status,
         requestId: `req_bench_${i.toString(36)}`,
-        sessionId: next() < 1 / 3 ? `sess_${Math.floor(next() * SESSIONS)}` : null,
+        sessionId: next() < opts.sessionPercent / 100 ? `sess_${Math.floor(next() * SESSIONS)}` : null,
         streamed: false,
         // In time order, like live traffic; the first event exactly at `from`, the last before `to`.
         createdAt: fixture.range.from + Math.floor((i / opts.rows) * span),

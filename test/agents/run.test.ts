@@ -68,6 +68,23 @@ describe.each(BACKENDS)('running agents on %s', (backend) => {
     expect(rows.map((r) => [r.service, r.status])).toEqual([['agents', 200]]);
   });
 
+  // Regression: only the x-waygate-session-id header made a session, so agent conversations never showed as one.
+  it("a conversation's model calls are traced as one session (its id), unless the caller names a session", async () => {
+    const token = await createToken(t, { name: 'agent-sessions' });
+    const key = await publishedAgent({ modelKey: model });
+    const first = await respond(t, { model: key, input: 'hello' }, token.value);
+    expect(first.statusCode, first.body).toBe(200);
+    const conversationId = (first.json().id as string).slice('resp_'.length);
+    expect((await respond(t, { model: key, input: 'again', previous_response_id: first.json().id }, token.value)).statusCode).toBe(200);
+    const named = await call(t.app, token.value, { method: 'POST', url: '/api/client/v1/agents/responses', payload: { model: key, input: 'named' }, headers: { 'x-waygate-session-id': 'my-session' } });
+    expect(named.statusCode, named.body).toBe(200);
+    const rows = (await usageRowsOf(t, model)).filter((r) => r.token_id === token.id);
+    expect(rows.map((r) => r.session_id)).toEqual([conversationId, conversationId, 'my-session']);
+    const overview = await call(t.app, token.value, { method: 'GET', url: '/api/client/v1/analytics/overview' });
+    const sessions = overview.json().recent_sessions as { session_id: string; requests: number }[];
+    expect(sessions.find((x) => x.session_id === conversationId)).toMatchObject({ requests: 2 });
+  });
+
   it('input as message items; developer items are sent as system messages', async () => {
     const key = await publishedAgent({ modelKey: model, systemPrompt: 'Agent rules' });
     const res = await respond(t, { model: key, input: [{ role: 'developer', content: 'Answer in French' }, { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Hi ' }, { type: 'input_text', text: 'there' }] }] });

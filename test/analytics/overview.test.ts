@@ -88,6 +88,18 @@ describe.each(BACKENDS)('analytics overview on %s', (backend) => {
     expect(narrow.body.recent_sessions.map((s: { session_id: string }) => s.session_id)).toEqual(['s11', 's10', 's09', 's08', 's07', 's06', 's05', 's04', 's03', 's02']);
   });
 
+  // Regression: sessions were looked up among the newest 1,000 events only, so one busy session hid every other.
+  it('a busy session does not hide the others: sessions beyond the newest events are found too', async () => {
+    const base = at('2024-05-01T00:00:00.000Z');
+    const quiet = usageEvent(scope, { createdAt: base, sessionId: 'quiet' });
+    const unnamed = Array.from({ length: 6_000 }, (_, i) => usageEvent(scope, { createdAt: base + 60_000 + i }));
+    const busy = Array.from({ length: 1_100 }, (_, i) => usageEvent(scope, { createdAt: base + 120_000 + i, sessionId: 'busy' }));
+    record(t, [quiet, ...unnamed, ...busy]);
+    const { body } = await get(t, t.ownerToken, 'overview', 'from=2024-05-01&to=2024-05-01');
+    expect(body.recent_sessions.map((s: { session_id: string }) => s.session_id)).toEqual(['busy', 'quiet']);
+    expect(body.recent_sessions[0]).toMatchObject({ requests: 1_100 });
+  });
+
   // Regression: session costs were the raw SQL sum (0.1 + 0.2 = 0.30000000000000004) while other costs are rounded.
   it('a session reports the same cost as the stats of the same events (costs that are not binary fractions)', async () => {
     const base = at('2024-08-01T10:00:00.000Z');

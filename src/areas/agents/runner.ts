@@ -1,6 +1,7 @@
 import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import type { UpstreamClient } from '../../providers/http.js';
+import { newId } from '../../platform/ids.js';
 import { storableText } from '../../platform/text.js';
 import { estimateChatInput, estimateTokens } from '../../providers/tokens.js';
 import type { JsonObject } from '../../providers/types.js';
@@ -89,7 +90,10 @@ export class AgentRunner {
     const conversation = request.conversationId ? await this.conversation(caller.scope, agent, request.conversationId) : null;
     const history = conversation ? await this.store.messages(caller.scope, conversation.id) : [];
     checkConversationSize(history, request.input);
-    const runCaller: Caller = { ...caller, service: 'agents' };
+    // A new conversation's id is known before the run: the run's model calls are traced under it (interface 4.3:
+    // sessions are requests grouped by x-waygate-session-id or conversation) unless the caller named a session.
+    const conversationId = conversation?.id ?? newId('conv');
+    const runCaller: Caller = { ...caller, service: 'agents', sessionId: caller.sessionId ?? conversationId };
     const turn = await this.guardInput(runCaller, agent, version, request.input, contextJson, request.runtimeContext);
     const answer =
       version.config.kind === 'native'
@@ -97,9 +101,9 @@ export class AgentRunner {
         : await this.runConnected(runCaller, agent, version, conversation, history, turn, request.endpoint);
     const [replyText] = await this.guard(runCaller, agent, version.config.outputGuardrailKey, 'output', [storableText(answer.text)]);
     const now = Date.now();
-    const { conversationId, stored } = await this.store.append(
+    const { stored } = await this.store.append(
       caller.scope,
-      conversation ? { conversationId: conversation.id } : { agentId: agent.id },
+      conversation ? { conversationId } : { agentId: agent.id, newConversationId: conversationId },
       [
         ...turn.input.map((m) => ({ role: m.role, content: m.content, usage: null, version: null, createdAt: now })),
         { role: 'assistant' as const, content: replyText!, usage: answer.usage, version: version.number, createdAt: now },

@@ -307,7 +307,7 @@ export class AgentStore {
    */
   async append(
     scope: ProjectScope,
-    target: { conversationId: string } | { agentId: string },
+    target: { conversationId: string } | { agentId: string; newConversationId: string },
     messages: Omit<MessageRecord, 'seq'>[],
     remoteContext: string | undefined,
   ): Promise<{ conversationId: string; stored: MessageRecord[] }> {
@@ -327,7 +327,7 @@ export class AgentStore {
               .where('id', '=', conversationId)
               .execute();
           } else {
-            conversationId = newId('conv');
+            conversationId = target.newConversationId;
             await trx
               .insertInto('agent_conversations')
               .values({ id: conversationId, tenant_id: scope.tenantId, project_id: scope.projectId, agent_id: target.agentId, remote_context: remoteContext ?? null, created_at: now, updated_at: now })

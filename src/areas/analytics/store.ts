@@ -81,6 +81,9 @@ function toRow(row: Record<string, unknown>): AggregateRow {
  * Read queries over metered usage. Whole days and hours come from the daily and hourly rollups (one row per project,
  * period and attribution); the partial hours at the edges of a range come from the raw events, so any range is exact.
  */
+/** Newest events read to find the newest sessions before the session index is grouped instead. */
+const NEWEST_EVENTS_READ = 5_000;
+
 export class AnalyticsStore {
   constructor(private readonly db: Db, private readonly dialect: Dialect) {}
 
@@ -125,21 +128,35 @@ export class AnalyticsStore {
     return (await q.execute()).map((row) => toRow(row as Record<string, unknown>));
   }
 
-  /** The sessions with the most recent activity in the range, newest first (looked up by the newest events). */
+  /**
+   * The sessions with the most recent activity in the range, newest first. The newest events of a project name its
+   * newest sessions when sessions are common, and reading a bounded number of them is cheap; when they name fewer
+   * than `limit` sessions (sessions are rare, or one busy session fills them), the session index, which holds only
+   * events with a session, is grouped instead. Either way no query reads every event of the range.
+   */
   async recentSessionIds(scope: ProjectScope, from: number, to: number, limit: number): Promise<string[]> {
-    const rows = await this.db
+    const inRange = this.db
       .selectFrom('usage_events')
-      .select('session_id')
       .where('tenant_id', '=', scope.tenantId)
       .where('project_id', '=', scope.projectId)
       .where('created_at', '>=', from)
-      .where('created_at', '<=', to)
+      .where('created_at', '<=', to);
+    const newest = await this.db
+      .selectFrom(inRange.select('session_id').orderBy('created_at', 'desc').limit(NEWEST_EVENTS_READ).as('newest'))
+      .select('session_id')
       .where('session_id', 'is not', null)
-      .orderBy('created_at', 'desc')
-      // Enough recent events to find `limit` distinct sessions in all but pathological cases.
-      .limit(limit * 100)
       .execute();
-    return [...new Set(rows.map((r) => r.session_id!))].slice(0, limit);
+    const ids = [...new Set(newest.map((r) => r.session_id!))];
+    if (ids.length >= limit) return ids.slice(0, limit);
+    const grouped = await inRange
+      .where('session_id', 'is not', null)
+      .select((eb) => ['session_id', eb.fn.max<number>('created_at').as('last_at')])
+      .groupBy('session_id')
+      .orderBy('last_at', 'desc')
+      .orderBy('session_id')
+      .limit(limit)
+      .execute();
+    return grouped.map((r) => r.session_id!);
   }
 
   async sessions(scope: ProjectScope, ids: string[], from: number, to: number): Promise<SessionRow[]> {
