@@ -57,12 +57,30 @@ describe('answers of OpenAI-compatible and Anthropic upstreams', () => {
       expect((await eventOf(openai, 'no-done')).status).toBe(200);
     });
 
-    it('an empty stream body is a failed stream', async () => {
+    it('an empty stream body is a failed call: nothing was sent yet, so the fallback model answers', async () => {
       s.fake.queue({ raw: '' });
+      const before = s.fake.requests.length;
       const res = await chat(openai, { stream: true, stream_options: { include_usage: true } });
-      const data = sseData(res.body);
-      expect(data).toHaveLength(2);
-      expect(JSON.parse(data[0]!).error.message).toContain('empty body');
+      expect(res.statusCode).toBe(200);
+      expect(s.fake.requests.slice(before).map((r) => r.body.model)).toEqual(['gpt-upstream', 'the-fallback']);
+      expect(sseData(res.body).at(-1)).toBe('[DONE]');
+    });
+
+    it('without a fallback, a stream that fails before its first chunk answers 502 as JSON, not a 200 stream', async () => {
+      s.fake.queue({ raw: '' });
+      const res = await chat(fallback, { stream: true }, { 'x-request-id': 'empty-no-fallback' });
+      expect(res.statusCode).toBe(502);
+      expect(res.json().error.message).toContain('empty body');
+      expect((await eventOf(fallback, 'empty-no-fallback')).status).toBe(502);
+    });
+
+    it('an error as the first stream event hands over to the fallback model', async () => {
+      s.fake.queue({ raw: sseOf(JSON.stringify({ error: { message: 'overloaded', type: 'server_error' } })) });
+      const before = s.fake.requests.length;
+      const res = await chat(openai, { stream: true });
+      expect(res.statusCode).toBe(200);
+      expect(s.fake.requests.slice(before).map((r) => r.body.model)).toEqual(['gpt-upstream', 'the-fallback']);
+      expect(sseData(res.body).some((d) => d.includes('"error"'))).toBe(false);
     });
 
     it('[DONE] followed by white space still ends the answer', async () => {
@@ -150,6 +168,17 @@ describe('answers of OpenAI-compatible and Anthropic upstreams', () => {
       expect(error.code).toBe('upstream_stream_failed');
       expect((await eventOf(claude, 'null-event')).status).toBe(502);
       expect(s.t.logs.some((line) => line.includes('stream failed') && line.includes('null-event'))).toBe(false);
+    });
+
+    // Anthropic may answer 200 and then send overloaded_error as its first event.
+    it('an error event before any content hands over to the fallback model', async () => {
+      const claudeWithFallback = await registerModel(s.t, { provider: { type: 'anthropic', baseUrl: anthropicFake.baseUrl, apiKey: 'sk-ant' }, upstreamModel: 'claude-test', fallbacks: [fallback] });
+      anthropicFake.queue({ raw: anthropicEvent('error', { error: { type: 'overloaded_error', message: 'Overloaded' } }) });
+      const before = s.fake.requests.length;
+      const res = await chat(claudeWithFallback, { stream: true });
+      expect(res.statusCode).toBe(200);
+      expect(s.fake.requests.slice(before).map((r) => r.body.model)).toEqual(['the-fallback']);
+      expect(sseData(res.body).at(-1)).toBe('[DONE]');
     });
 
     it('a stream that ends without message_stop is a failed stream', async () => {

@@ -127,6 +127,26 @@ function capped(body: JsonObject, reservation: Reservation | null, target: Model
   return out;
 }
 
+/**
+ * A stream whose first chunk has been read. Until then nothing reached the client, so a failure there (Anthropic's
+ * `overloaded_error` as the first event, a reset, an empty body) hands over to the next fallback model like a failure
+ * before the response headers. The chunk is handed out again as the stream's first; no generator sits in between.
+ */
+async function withFirstRead<T>(chunks: AsyncIterable<T>): Promise<AsyncIterable<T>> {
+  const rest = chunks[Symbol.asyncIterator]();
+  let first: IteratorResult<T> | null = await rest.next();
+  const iterator: AsyncIterator<T> = {
+    next: () => {
+      if (!first) return rest.next();
+      const result = first;
+      first = null;
+      return Promise.resolve(result);
+    },
+    return: async (value?: unknown) => (rest.return ? rest.return(value) : { done: true, value: value as T }),
+  };
+  return { [Symbol.asyncIterator]: () => iterator };
+}
+
 /** The highest prices among the models a call may be answered by: a fallback then never costs more than was reserved. */
 function dearestPricing(candidates: ResolvedModel[]): { input: number; output: number } {
   let input = 0;
@@ -443,9 +463,10 @@ export class InferenceService {
     this.usage.expect();
     try {
       const sent = await this.guardInput(caller, primary, guards.input, body, chatInputTexts);
-      started = await this.firstAnswer(candidates, (m) =>
-        this.providers[m.record.provider.type].chatStream(m.target, capped(sent, reservation, m.target), { signal: caller.signal, requestId: caller.requestId }),
-      );
+      started = await this.firstAnswer(candidates, async (m) => {
+        const answer = await this.providers[m.record.provider.type].chatStream(m.target, capped(sent, reservation, m.target), { signal: caller.signal, requestId: caller.requestId });
+        return { ...answer, chunks: await withFirstRead(answer.chunks) };
+      });
     } catch (err) {
       await this.settle(reservation, candidates[0]!, null);
       this.meter(caller, candidates[0]!, '/chat/completions', 'chat', null, statusOf(err), 0, true);
