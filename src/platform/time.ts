@@ -16,6 +16,13 @@ export function pageSize(requested: number | undefined, fallback: number, max: n
   return Math.min(max, Math.max(1, requested ?? fallback));
 }
 
+/** Milliseconds at the start of a UTC day, for every year (Date.UTC reads years 0 to 99 as 1900 to 1999). */
+export function utcDay(year: number, monthIndex: number, day: number): number {
+  const date = new Date(0);
+  date.setUTCFullYear(year, monthIndex, day);
+  return date.getTime();
+}
+
 /**
  * Milliseconds for a real calendar moment (no 31 February, which Date.parse would roll over), else undefined.
  * Times without an offset are UTC, never the server's zone. A bare date as the upper bound covers its whole day.
@@ -25,7 +32,7 @@ export function parseTime(value: string | undefined, bound: 'from' | 'to'): numb
   const match = ISO_8601.exec(text);
   if (!match) return undefined;
   const [year, month, day, hour = 0, minute = 0, second = 0] = match.slice(1).map((part) => (part === undefined ? undefined : Number(part))) as number[];
-  const daysInMonth = new Date(Date.UTC(year!, month!, 0)).getUTCDate();
+  const daysInMonth = new Date(utcDay(year!, month!, 0)).getUTCDate();
   if (month! < 1 || month! > 12 || day! < 1 || day! > daysInMonth || hour > 23 || minute > 59 || second > 59) return undefined;
   const dateOnly = match[4] === undefined;
   const hasOffset = /(?:Z|[+-]\d{2}:?\d{2})$/i.test(text);

@@ -112,6 +112,19 @@ describe.each(BACKENDS)('analytics usage on %s', (backend) => {
     expect(daily.timeseries.filter((p: Row) => p.requests > 0).map((p: Row) => p.period)).toEqual(['2023-11-15', '2023-12-31', '2024-01-01', '2024-01-10'].map((d) => `${d}T00:00:00.000Z`));
   });
 
+  // Regression: Date.UTC reads years 0 to 99 as 1900 to 1999, so such months had no points and year 0 no 29 February.
+  it('interval=month in the years 0 to 99 has its points; 29 February of year 0 (a leap year) is a date', async () => {
+    record(t, [usageEvent(scope, { createdAt: at('0050-07-10T12:00:00.000Z'), inputTokens: 3 })]);
+    const body = await usage('from=0050-06-15&to=0050-08-01&interval=month');
+    expect(body.totals).toMatchObject({ requests: 1, input_tokens: 3 });
+    expect(body.timeseries.map((p: Row) => [p.period, p.requests])).toEqual([
+      ['0050-06-01T00:00:00.000Z', 0],
+      ['0050-07-01T00:00:00.000Z', 1],
+      ['0050-08-01T00:00:00.000Z', 0],
+    ]);
+    expect((await get(t, t.ownerToken, 'usage', 'from=0000-02-29&to=0000-03-01')).status).toBe(200);
+  });
+
   it('group_by user: per-user sums with the email, a null user for unattributed calls, and no interval', async () => {
     const body = await usage(`${range(MAY_FROM, MAY_TO)}&group_by=user&interval=hour`);
     expect(body).toMatchObject({ group_by: 'user', interval: null, model: null });

@@ -1,6 +1,6 @@
 import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
-import { DAY_MS, HOUR_MS, parseTime } from '../../platform/time.js';
+import { DAY_MS, HOUR_MS, parseTime, utcDay } from '../../platform/time.js';
 import type { TokenService } from '../tokens/service.js';
 import type { UsageService } from '../usage/service.js';
 import type { UserService } from '../users/service.js';
@@ -96,7 +96,7 @@ const DIMENSIONS: Record<GroupBy, Dimension> = { model: 'model', user: 'user_id'
 
 function monthStart(ms: number): number {
   const date = new Date(ms);
-  return Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), 1);
+  return utcDay(date.getUTCFullYear(), date.getUTCMonth(), 1);
 }
 
 function bucketStart(ms: number, interval: Interval): number {
@@ -108,7 +108,7 @@ function bucketStart(ms: number, interval: Interval): number {
 function nextBucket(start: number, interval: Interval): number {
   if (interval === 'month') {
     const date = new Date(start);
-    return Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + 1, 1);
+    return utcDay(date.getUTCFullYear(), date.getUTCMonth() + 1, 1);
   }
   return start + (interval === 'hour' ? HOUR_MS : DAY_MS);
 }

@@ -2,6 +2,7 @@ import { ERRORS, type AppError } from '../../http/errors.js';
 import type { CounterReservation, Counters } from '../../platform/counters.js';
 import type { UsageService } from '../usage/service.js';
 import type { UsageScope } from '../usage/store.js';
+import { utcDay } from '../../platform/time.js';
 
 /** A spending cap over a period (UTC days and months). */
 export interface Budget {
@@ -85,11 +86,11 @@ const MAX_ALLOWANCE = 2 ** 50;
 function periodBounds(period: Budget['period'], now: number): { start: number; end: number | null } {
   const date = new Date(now);
   if (period === 'day') {
-    const start = Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate());
+    const start = utcDay(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate());
     return { start, end: start + 86_400_000 };
   }
   if (period === 'month') {
-    return { start: Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), 1), end: Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + 1, 1) };
+    return { start: utcDay(date.getUTCFullYear(), date.getUTCMonth(), 1), end: utcDay(date.getUTCFullYear(), date.getUTCMonth() + 1, 1) };
   }
   return { start: 0, end: null };
 }
