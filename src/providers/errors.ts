@@ -15,6 +15,8 @@ export class UpstreamError extends Error {
     /** The upstream's error object, in OpenAI's shape when it can be made so. */
     readonly body?: { error: Record<string, unknown> },
     readonly retryAfterMs?: number,
+    /** The request had been written to the upstream when the call failed: the upstream may have worked on it. */
+    readonly reachedUpstream = false,
   ) {
     super(message);
     this.name = 'UpstreamError';

@@ -36,16 +36,17 @@ const BACKOFF_CAP_MS = 2_000;
 /** A Retry-After longer than this is not waited for: the caller gets the 429 (or the next fallback runs). */
 const MAX_RETRY_AFTER_MS = 10_000;
 
-function connectionError(err: unknown, signal: AbortSignal): UpstreamError {
-  if (signal.aborted) return new UpstreamError('aborted', 'The client went away');
+/** `reached`: the request had been written to the upstream (see UpstreamError.reachedUpstream). */
+function connectionError(err: unknown, signal: AbortSignal, reached: boolean): UpstreamError {
+  if (signal.aborted) return new UpstreamError('aborted', 'The client went away', undefined, undefined, undefined, reached);
   const code = (err as { code?: string }).code ?? '';
   const message = err instanceof Error ? err.message : String(err);
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') {
-    return new UpstreamError('timeout', `Upstream timed out (${code})`);
+    return new UpstreamError('timeout', `Upstream timed out (${code})`, undefined, undefined, undefined, reached);
   }
   // These two are Waygate's own refusals: their message says what was refused.
-  if (code === 'ERR_NON_PUBLIC_ADDRESS' || code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') return new UpstreamError('refused', `Upstream call refused: ${message}`);
-  return new UpstreamError('connection', `Upstream connection failed: ${code || message}`);
+  if (code === 'ERR_NON_PUBLIC_ADDRESS' || code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') return new UpstreamError('refused', `Upstream call refused: ${message}`, undefined, undefined, undefined, reached);
+  return new UpstreamError('connection', `Upstream connection failed: ${code || message}`, undefined, undefined, undefined, reached);
 }
 
 function retryAfterMs(value: string | undefined): number | undefined {
@@ -115,7 +116,7 @@ export class UpstreamClient {
         const text = exchange.text();
         failure = new UpstreamError('http', `Upstream answered ${exchange.status}`, exchange.status, openAiErrorBody(exchange.status, safeParse(text), text), retryAfterMs(exchange.retryAfter));
       } catch (err) {
-        failure = connectionError(err, request.signal);
+        failure = connectionError(err, request.signal, exchange.requestSent);
       }
       if (!failure.retryable || attempt >= this.settings.retries) throw failure;
       const wait = failure.retryAfterMs ?? backoff(attempt);
@@ -164,6 +165,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   private resumeSocket: (() => void) | null = null;
   private wake: (() => void) | null = null;
   private completed = false;
+  /** The whole request has been written to the socket. */
+  requestSent = false;
   /** Bytes dropped since the reader stopped after a complete answer; -1 while nobody is draining. */
   private drained = -1;
   private drainTimer: NodeJS.Timeout | null = null;
@@ -194,6 +197,10 @@ class Exchange implements Dispatcher.DispatchHandler {
   onConnect(abort: (reason?: Error) => void): void {
     if (this.stopReason) abort(this.stopReason);
     else this.abortRequest = abort as (reason: Error) => void;
+  }
+
+  onRequestSent(): void {
+    this.requestSent = true;
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
@@ -250,7 +257,7 @@ class Exchange implements Dispatcher.DispatchHandler {
           if (this.buffered.length === 0) this.resumeSocket?.();
           yield chunk;
         } else if (this.failure) {
-          throw connectionError(this.failure, this.signal);
+          throw connectionError(this.failure, this.signal, true);
         } else if (this.ended) {
           return;
         } else {

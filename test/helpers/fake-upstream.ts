@@ -43,6 +43,8 @@ export interface Behaviour {
   reply?: string;
   /** Streaming: milliseconds between the last event ([DONE]) and the end of the body. */
   endDelayMs?: number;
+  /** Streaming: milliseconds between the response headers (sent at once) and the first event. */
+  firstEventDelayMs?: number;
 }
 
 export interface FakeUpstream {
@@ -136,6 +138,10 @@ function piecesOf(behaviour: Behaviour): string[] {
 /** Writes SSE events; with `breakAfter`, garbage and a reset connection after that many content events. */
 async function writeEvents(res: http.ServerResponse, events: string[], behaviour: Behaviour, contentCount: number): Promise<void> {
   res.writeHead(200, { 'content-type': 'text/event-stream' });
+  if (behaviour.firstEventDelayMs) {
+    res.flushHeaders();
+    await sleep(behaviour.firstEventDelayMs);
+  }
   let sent = 0;
   for (const event of events) {
     if (behaviour.breakAfter !== undefined && sent >= behaviour.breakAfter + 1 && contentCount > 0) {

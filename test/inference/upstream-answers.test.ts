@@ -28,7 +28,7 @@ describe('answers of OpenAI-compatible and Anthropic upstreams', () => {
   };
 
   beforeAll(async () => {
-    s = await setupInference({ env: { WAYGATE_UPSTREAM_RETRIES: '0' } });
+    s = await setupInference({ env: { WAYGATE_UPSTREAM_RETRIES: '0', WAYGATE_UPSTREAM_TIMEOUT_MS: '700' } });
     anthropicFake = await startFakeAnthropic();
     fallback = await registerFakeModel(s.t, s.fake, { upstreamModel: 'the-fallback' });
     openai = await registerFakeModel(s.t, s.fake, { fallbacks: [fallback] });
@@ -72,6 +72,21 @@ describe('answers of OpenAI-compatible and Anthropic upstreams', () => {
       expect(res.statusCode).toBe(502);
       expect(res.json().error.message).toContain('empty body');
       expect((await eventOf(fallback, 'empty-no-fallback')).status).toBe(502);
+    });
+
+    // Regression: a stream abandoned (or timed out) before its first chunk was billed nothing, unlike a JSON call.
+    it('a stream whose upstream times out before its first chunk answers 504 and is billed its input', async () => {
+      s.fake.queue({ firstEventDelayMs: 4_000 });
+      const res = await chat(fallback, { stream: true }, { 'x-request-id': 'silent-start' });
+      expect(res.statusCode, res.body).toBe(504);
+      expect(await eventOf(fallback, 'silent-start')).toEqual({ status: 504, input: 10, output: 0 });
+    });
+
+    it('a call the upstream refused (429) before the client left is not billed', async () => {
+      s.fake.queue({ status: 429, headers: { 'retry-after': '0' } });
+      const res = await chat(fallback, {}, { 'x-request-id': 'refused-429' });
+      expect(res.statusCode).toBe(429);
+      expect(await eventOf(fallback, 'refused-429')).toEqual({ status: 429, input: 0, output: 0 });
     });
 
     it('an error as the first stream event hands over to the fallback model', async () => {
@@ -153,8 +168,8 @@ describe('answers of OpenAI-compatible and Anthropic upstreams', () => {
     });
 
     it('without a fallback, a 200 holding only an error answers 502 with the upstream error', async () => {
-      s.fake.queue({ body: { error: { message: 'Provider returned error', code: 502 } } }, { body: { error: { message: 'again' } } });
-      const res = await chat(openai);
+      s.fake.queue({ body: { error: { message: 'Provider returned error', code: 502 } } });
+      const res = await chat(fallback);
       expect(res.statusCode).toBe(502);
       expect(res.json().error.message).toBeTypeOf('string');
     });

@@ -249,6 +249,21 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     for (const res of await Promise.all(running)) expect(res.statusCode).toBe(200);
   });
 
+  // Regression (found in review): a period changed and changed back brought the earlier period's counter back, which
+  // had missed every call in between.
+  it('a budget whose period changes and changes back counts the calls made in between', async () => {
+    const project = await limitedProject(d, { budget: { maxTokens: 100, period: 'day' } });
+    const projectModel = await fakeModel(d, fake(), {}, project.key);
+    const t = await token(d, { projectId: project.key });
+    const patch = (budget: unknown) => call(app, d.session, { method: 'PATCH', url: `/api/projects/${project.key}`, payload: { budget } });
+    expect((await chat(app, t.value, projectModel)).statusCode).toBe(200);
+    expect((await patch({ maxTokens: 100, period: 'month' })).statusCode).toBe(200);
+    for (let i = 0; i < 2; i++) expect((await chat(app, t.value, projectModel)).statusCode).toBe(200);
+    expect((await patch({ maxTokens: 100, period: 'day' })).statusCode).toBe(200);
+    // 90 of 100 used today: the last 10 go to the input, so no output token is left.
+    expectRefused(await chat(app, t.value, projectModel), 'budget_exceeded', [1, 86_400]);
+  });
+
   it('embeddings count against a token budget, and are refused without an upstream call once it is spent', async () => {
     const embedder = await fakeModel(d, fake(), { capabilities: ['embeddings'] });
     const t = await token(d, { budget: { maxTokens: 30, period: 'total' } });

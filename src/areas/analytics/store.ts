@@ -142,9 +142,11 @@ export class AnalyticsStore {
       .where('created_at', '>=', from)
       .where('created_at', '<=', to);
     const newest = await this.db
-      .selectFrom(inRange.select('session_id').orderBy('created_at', 'desc').limit(NEWEST_EVENTS_READ).as('newest'))
+      .selectFrom(inRange.select(['session_id', 'created_at']).orderBy('created_at', 'desc').limit(NEWEST_EVENTS_READ).as('newest'))
       .select('session_id')
       .where('session_id', 'is not', null)
+      // A subquery's order is not kept by the query around it unless asked again.
+      .orderBy('created_at', 'desc')
       .execute();
     const ids = [...new Set(newest.map((r) => r.session_id!))];
     if (ids.length >= limit) return ids.slice(0, limit);

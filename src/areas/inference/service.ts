@@ -127,6 +127,26 @@ function capped(body: JsonObject, reservation: Reservation | null, target: Model
   return out;
 }
 
+/** Records that a failed call had reached the upstream (its request was written), for abandonedUsage. */
+async function noteReached<T>(reached: { upstream: boolean }, call: Promise<T>): Promise<T> {
+  try {
+    return await call;
+  } catch (err) {
+    if (err instanceof UpstreamError && err.reachedUpstream) reached.upstream = true;
+    throw err;
+  }
+}
+
+/**
+ * What a call with no answer is billed: its input estimate when the client left (499) or the upstream timed out
+ * (504) after the request had reached the upstream, which then worked on it; calls abandoned on purpose must not
+ * cost a budget nothing. Nothing otherwise (refused, or never sent).
+ */
+function abandonedUsage(reached: { upstream: boolean }, status: number, estimateInput: () => number): Usage | null {
+  if (!reached.upstream || (status !== STATUS_CLIENT_CLOSED && status !== 504)) return null;
+  return { inputTokens: estimateInput(), outputTokens: 0, estimated: true };
+}
+
 /**
  * A stream whose first chunk has been read. Until then nothing reached the client, so a failure there (Anthropic's
  * `overloaded_error` as the first event, a reset, an empty body) hands over to the next fallback model like a failure
@@ -393,15 +413,12 @@ export class InferenceService {
     let model = primary;
     let usage: Usage | null = null;
     let upstreamMs = 0;
-    let sentUpstream = false;
+    const reached = { upstream: false };
     this.usage.expect();
     try {
       const sent = guarded ? await this.guardInput(caller, primary, guards.input, body, guarded.input) : body;
       // Capped per candidate: the output limit's field name depends on the provider a fallback goes to.
-      const first = await this.firstAnswer(candidates, (m) => {
-        sentUpstream = true;
-        return run(this.providers[m.record.provider.type], m, capped(sent, reservation, m.target));
-      });
+      const first = await this.firstAnswer(candidates, (m) => noteReached(reached, run(this.providers[m.record.provider.type], m, capped(sent, reservation, m.target))));
       ({ model } = first);
       upstreamMs = first.answer.upstreamMs;
       usage = first.answer.usage ?? { inputTokens: options.estimateInput(), outputTokens: options.estimateOutput?.(first.answer.body) ?? 0, estimated: true };
@@ -415,11 +432,9 @@ export class InferenceService {
       // The upstream's own bytes, unless a guardrail changed the answer.
       return { body: answer, raw: answer === first.answer.body ? first.answer.raw : undefined, usage, upstreamMs };
     } catch (err) {
-      // An answer refused by an output guardrail was still made and is billed. A call the client left, or that timed
-      // out, after the upstream had it is billed its input: the upstream worked on it, and calls abandoned on purpose
-      // must not cost a budget nothing.
+      // An answer refused by an output guardrail was still made and is billed; so is the input of a call abandoned.
       const status = statusOf(err);
-      if (!usage && sentUpstream && (status === STATUS_CLIENT_CLOSED || status === 504)) usage = { inputTokens: options.estimateInput(), outputTokens: 0, estimated: true };
+      usage ??= abandonedUsage(reached, status, options.estimateInput);
       await this.settle(reservation, model, usage, options.charged ? caller : null);
       this.meter(caller, model, options.endpoint, options.service, usage, status, upstreamMs, false);
       throw err;
@@ -460,16 +475,24 @@ export class InferenceService {
     const estimateInput = lazy(() => estimateChatInput(body));
     const reservation = await this.admit(caller, candidates, estimateInput, desiredChatOutput(body), choiceCount(body));
     let started: { model: ResolvedModel; answer: Awaited<ReturnType<Provider['chatStream']>> };
+    const reached = { upstream: false };
     this.usage.expect();
     try {
       const sent = await this.guardInput(caller, primary, guards.input, body, chatInputTexts);
-      started = await this.firstAnswer(candidates, async (m) => {
-        const answer = await this.providers[m.record.provider.type].chatStream(m.target, capped(sent, reservation, m.target), { signal: caller.signal, requestId: caller.requestId });
-        return { ...answer, chunks: await withFirstRead(answer.chunks) };
-      });
+      started = await this.firstAnswer(candidates, (m) =>
+        noteReached(
+          reached,
+          (async () => {
+            const answer = await this.providers[m.record.provider.type].chatStream(m.target, capped(sent, reservation, m.target), { signal: caller.signal, requestId: caller.requestId });
+            return { ...answer, chunks: await withFirstRead(answer.chunks) };
+          })(),
+        ),
+      );
     } catch (err) {
-      await this.settle(reservation, candidates[0]!, null);
-      this.meter(caller, candidates[0]!, '/chat/completions', 'chat', null, statusOf(err), 0, true);
+      const status = statusOf(err);
+      const usage = abandonedUsage(reached, status, estimateInput);
+      await this.settle(reservation, candidates[0]!, usage);
+      this.meter(caller, candidates[0]!, '/chat/completions', 'chat', usage, status, 0, true);
       throw err;
     }
     const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
@@ -484,8 +507,12 @@ export class InferenceService {
     const options = { reservation, estimateInput, includeUsage, upstreamStartedAt, guard };
     const frames = this.frames(caller, started.model, started.answer.chunks, options);
     // Closed before its first read (the client left, or the reply failed, right after the stream was handed over):
-    // the call is still settled and metered, as a cut-off stream with nothing sent.
-    const closedUnread = () => this.endStream(caller, started.model, options, { inputTokens: estimateInput(), outputTokens: 0, estimated: true }, STATUS_CLIENT_CLOSED);
+    // the call is still settled and metered, as a cut-off stream with nothing sent, and its upstream request ends
+    // (its first chunk was read, so the upstream's reader is under way and holds the connection).
+    const closedUnread = async () => {
+      await started.answer.chunks[Symbol.asyncIterator]().return?.();
+      await this.endStream(caller, started.model, options, { inputTokens: estimateInput(), outputTokens: 0, estimated: true }, STATUS_CLIENT_CLOSED);
+    };
     return { frames: meteredEvenUnread(frames, closedUnread), upstreamMs: started.answer.upstreamMs };
   }
 

@@ -98,8 +98,12 @@ export function projectView(project: ProjectRecord) {
   };
 }
 
-/** True when a new budget counts tokens or cost that the old one did not (so no counter was kept for them). */
+/**
+ * True when a new budget counts what no counter kept: tokens or cost the old one did not count, or another period
+ * (a counter of the earlier period, should it come back, missed everything in between).
+ */
 function startsCounting(old: Budget | null, next: Budget | null): boolean {
   if (!next) return false;
-  return (next.maxTokens !== undefined && old?.maxTokens === undefined) || (next.maxCostUsd !== undefined && old?.maxCostUsd === undefined);
+  if (!old || old.period !== next.period) return true;
+  return (next.maxTokens !== undefined && old.maxTokens === undefined) || (next.maxCostUsd !== undefined && old.maxCostUsd === undefined);
 }

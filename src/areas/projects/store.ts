@@ -11,8 +11,8 @@ export interface ProjectRecord {
   budget: Budget | null;
   rateLimit: RateLimit | null;
   /**
-   * When the budget last began counting tokens or cost it did not count before (set, or set again after removal):
-   * budget counters restart from stored usage then, since nothing kept them while there was no such budget.
+   * When the budget last began counting what it did not count before (set, set again after removal, tokens or cost
+   * added, another period): budget counters restart from stored usage then, since nothing kept them meanwhile.
    */
   limitsUpdatedAt: number;
   createdAt: number;
