@@ -86,8 +86,22 @@ describe.each(BACKENDS)('analytics refusals and isolation on %s', (backend) => {
     expect(fits.body.timeseries).toHaveLength(10_000);
     const over = await get(t, t.ownerToken, 'usage', `${range(from, from + 10_000 * HOUR)}&interval=hour`);
     expectError(over.status, over.body, 400);
+    expect(over.body.error.message).toMatch(/shorter range or a coarser interval/);
     // The same range by day is fine.
     expect((await get(t, t.ownerToken, 'usage', `${range(from, from + 10_000 * HOUR)}&interval=day`)).status).toBe(200);
+  });
+
+  // Regression: reports without a coarser interval (the overview, group_by user, token or service) suggested one.
+  it('a daily series of more than 10,000 days asks for a shorter range, and a coarser interval only where there is one', async () => {
+    for (const report of ['overview', 'usage'] as const) {
+      for (const query of report === 'usage' ? ['group_by=user', 'group_by=service'] : ['']) {
+        const res = await get(t, t.ownerToken, report, `from=1990-01-01&to=2026-01-01${query ? `&${query}` : ''}`);
+        expectError(res.status, res.body, 400);
+        expect(res.body.error.message).toMatch(/more than 10000 days; use a shorter range$/);
+      }
+    }
+    const byModel = await get(t, t.ownerToken, 'usage', 'from=1990-01-01&to=2026-01-01&interval=day');
+    expect(byModel.body.error.message).toMatch(/or a coarser interval$/);
   });
 
   it("another project's or tenant's usage never appears, even with the same session ids and times", async () => {

@@ -113,13 +113,16 @@ function nextBucket(start: number, interval: Interval): number {
   return start + (interval === 'hour' ? HOUR_MS : DAY_MS);
 }
 
-/** Every bucket start of the range, so a series has its empty periods too. */
-function bucketsOf(range: Range, interval: Interval): number[] {
+/**
+ * Every bucket start of the range, so a series has its empty periods too. `coarser`: the report offers a coarser
+ * interval (group_by=model by hour or day), which the refusal then suggests.
+ */
+function bucketsOf(range: Range, interval: Interval, coarser: boolean): number[] {
   const buckets: number[] = [];
   for (let start = bucketStart(range.from, interval); start <= range.to; start = nextBucket(start, interval)) {
     buckets.push(start);
     if (buckets.length > MAX_BUCKETS) {
-      throw ERRORS.validation(`The range holds more than ${MAX_BUCKETS} ${interval}s; use a shorter range${interval === 'month' ? '' : ' or a coarser interval (group_by=model)'}`);
+      throw ERRORS.validation(`The range holds more than ${MAX_BUCKETS} ${interval}s; use a shorter range${coarser ? ' or a coarser interval' : ''}`);
     }
   }
   return buckets;
@@ -174,7 +177,7 @@ export class AnalyticsService {
 
   /** Buffered usage is written before a report, so a call just made is counted. */
   async overview(scope: ProjectScope, range: Range) {
-    const buckets = bucketsOf(range, 'day');
+    const buckets = bucketsOf(range, 'day', false);
     await this.usage.flush();
     const [daily, sessions] = await Promise.all([this.aggregate({ scope, dimensions: [], bucket: 'day' }, range, 'day'), this.recentSessions(scope, range)]);
     return {
@@ -213,7 +216,7 @@ export class AnalyticsService {
     const model = options.groupBy === 'service' ? undefined : options.model;
     const dimension = DIMENSIONS[options.groupBy];
     const interval: Interval = options.groupBy === 'model' ? (options.interval ?? 'day') : 'day';
-    const buckets = bucketsOf(range, interval);
+    const buckets = bucketsOf(range, interval, options.groupBy === 'model' && interval !== 'month');
     await this.usage.flush();
     const rows = await this.aggregate({ scope, dimensions: [dimension], bucket: interval === 'hour' ? 'hour' : 'day', model }, range, interval);
     const grouped = collapse(rows, () => null).sort(byRequests);
