@@ -237,6 +237,24 @@ describe.each(BACKENDS)('running agents on %s', (backend) => {
     expect((await usageRowsOf(t, `agent:${key}`)).map((r) => [r.provider, r.service, r.status, r.input_tokens])).toEqual([['openai-chat', 'agents', 200, 10], ['openai-chat', 'agents', 200, 10]]);
   });
 
+  // Regression: connected agents were metered but never admitted, so limits did not apply to them.
+  it("a connected agent's call is refused (429) past the caller's rate limit or budget, without calling it, and charged what it used", async () => {
+    const key = await publishedAgent({ connection: { protocol: 'openai-chat', url: fake.baseUrl, model: 'remote-chat' } });
+    const limited = await createToken(t, { name: 'agent-rpm', rateLimit: { rpm: 1 } });
+    expect((await respond(t, { model: key, input: 'one' }, limited.value)).statusCode).toBe(200);
+    const before = fake.requests.length;
+    const refused = await respond(t, { model: key, input: 'two' }, limited.value);
+    expect(refused.statusCode, refused.body).toBe(429);
+    expect(refused.json().error.code).toBe('rate_limit_exceeded');
+    expect(fake.requests.length).toBe(before);
+    // The fake reports 10 + 5 tokens a call: a 20-token budget has room for one call, then not for another.
+    const budgeted = await createToken(t, { name: 'agent-budget', budget: { maxTokens: 20, period: 'total' } });
+    expect((await respond(t, { model: key, input: 'one' }, budgeted.value)).statusCode).toBe(200);
+    const spent = await respond(t, { model: key, input: 'two' }, budgeted.value);
+    expect(spent.statusCode, spent.body).toBe(429);
+    expect(spent.json().error.code).toBe('budget_exceeded');
+  });
+
   it('an openai-responses connected agent, and its failures: 502 with the reason, 504 after a timeout', async () => {
     const key = await publishedAgent({ connection: { protocol: 'openai-responses', url: fake.baseUrl, model: 'remote' } });
     fake.queue({ body: { id: 'resp_x', object: 'response', output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'from responses' }] }], usage: { input_tokens: 3, output_tokens: 2 } } });

@@ -179,6 +179,8 @@ export class AgentRunner {
     const connection = version.config.connection!;
     const secrets = this.agents.callSecrets(agent, version);
     const messages: TurnMessage[] = [...history.map((m) => ({ role: m.role, content: m.content })), ...turn.input];
+    // The caller's budgets and rate limits apply to a connected agent's call as to a model call.
+    const reservation = await this.inference.admitUnpriced(caller, () => estimateChatInput({ messages }));
     const started = performance.now();
     let status = 200;
     let usage: { inputTokens: number; outputTokens: number } | null = null;
@@ -199,6 +201,7 @@ export class AgentRunner {
       throw err;
     } finally {
       this.meter(caller, agent, connection.protocol, endpoint, usage, status, performance.now() - started);
+      await this.inference.settleUnpriced(reservation, usage);
     }
   }
 

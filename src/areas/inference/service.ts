@@ -280,6 +280,24 @@ export class InferenceService {
     };
   }
 
+  /**
+   * A call made for the caller that no Waygate model answers (a connected agent): admitted against the caller's
+   * budgets and rate limits like a model call, so a caller over them gets its 429 before anything is sent. Such a
+   * call cannot be capped or priced: it reserves its input and up to DEFAULT_OUTPUT_RESERVE output tokens, and is
+   * then charged the tokens it reports (settleUnpriced).
+   */
+  admitUnpriced(caller: Caller, estimateInput: () => number): Promise<Reservation | null> {
+    return this.admit(caller, [], estimateInput, DEFAULT_OUTPUT_RESERVE);
+  }
+
+  /** Replaces an admitUnpriced reservation with the tokens the call used (none when it failed). */
+  async settleUnpriced(reservation: Reservation | null, usage: { inputTokens: number; outputTokens: number } | null): Promise<void> {
+    if (!reservation) return;
+    await this.limits.settle(reservation, { tokens: (usage?.inputTokens ?? 0) + (usage?.outputTokens ?? 0), cost: 0 }).catch((err: unknown) => {
+      this.log.error({ err }, 'settling a budget reservation failed; the estimate stays counted');
+    });
+  }
+
   private evaluationContext(caller: Caller, model: ResolvedModel, stage: 'input' | 'output'): EvaluationContext & { stage: 'input' | 'output' } {
     return { scope: caller.scope, requestId: caller.requestId, stage, model: model.record.key, judge: this.judge(caller) };
   }
