@@ -71,6 +71,7 @@ export const ROUTE_PERMISSIONS: Record<string, RoutePermission> = {
   'models.update': { service: 'models', level: 'write' },
   'models.delete': { service: 'models', level: 'write' },
   'inference.models': { service: 'models', level: 'read' },
+  'inference.model': { service: 'models', level: 'read' },
   'inference.chat': { service: 'models', level: 'read' },
   'inference.embeddings': { service: 'models', level: 'read' },
   'inference.moderations': { service: 'models', level: 'read' },

@@ -80,6 +80,12 @@ describe.each(BACKENDS)('official openai SDK against Waygate on %s', (backend) =
     expect(new Set(ids).size).toBe(ids.length);
   });
 
+  it('models.retrieve() answers one model, and NotFoundError for a model the project does not have', async () => {
+    expect(await client.models.retrieve(upstreamModel)).toMatchObject({ id: upstreamModel, object: 'model', owned_by: 'openai-compatible' });
+    expect(await client.models.retrieve('local-chat')).toMatchObject({ id: 'local-chat', owned_by: 'local' });
+    expect(await rejection(client.models.retrieve('no-such-model'))).toBeInstanceOf(NotFoundError);
+  });
+
   describe('chat completions', () => {
     it('non-stream against the upstream model: the reply, usage, and the call forwarded with the provider key', async () => {
       const before = fake.requests.length;

@@ -29,6 +29,7 @@ export const CLIENT_ROUTES: RouteSpec[] = [
   { operation: 'GET /api/client/v1/analytics/overview', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/analytics/overview' }) },
   { operation: 'GET /api/client/v1/analytics/usage', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/analytics/usage?group_by=service' }) },
   { operation: 'GET /api/client/v1/models', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/models' }) },
+  { operation: 'GET /api/client/v1/models/{model}', okStatus: 200, request: () => ({ method: 'GET', url: '/api/client/v1/models/local-chat' }) },
   {
     operation: 'POST /api/client/v1/chat/completions',
     okStatus: 200,

@@ -208,6 +208,18 @@ describe.each(BACKENDS)('request conventions on %s', (backend) => {
     expect(audit.json().data.map((e: { requestId: string }) => e.requestId)).toContain(bodyId);
   });
 
+  // Regression: strict query schemas refused request_id (400), though any request may carry one (interface 1.4).
+  it('a query string request_id is the request id when no header or body gave one, and no route refuses it', async () => {
+    const queryId = `query-${randomBase32(10)}`;
+    for (const url of [`/api/projects?request_id=${queryId}`, `/api/client/v1/analytics/usage?request_id=${queryId}`]) {
+      const res = await send({ method: 'GET', url }, url.includes('/client/') ? t.ownerToken : undefined);
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.headers['x-request-id']).toBe(queryId);
+    }
+    const header = await send({ method: 'GET', url: `/api/projects?request_id=${queryId}`, headers: { 'x-request-id': 'header-id-2' } });
+    expect(header.headers['x-request-id']).toBe('header-id-2');
+  });
+
   it('POST /api/auth/logout with Content-Type: application/json and an empty body is 200', async () => {
     const res = await send({ method: 'POST', url: '/api/auth/logout', headers: json, payload: '' }, null);
     expect(res.statusCode, res.body).toBe(200);

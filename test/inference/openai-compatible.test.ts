@@ -152,6 +152,26 @@ describe.each(BACKENDS)('OpenAI-compatible client endpoints on %s', (backend) =>
     expect(JSON.stringify(body)).not.toContain(UPSTREAM_KEY);
   });
 
+  // OpenAI's SDK retrieves one model with client.models.retrieve(id): GET /models/{model}.
+  it('GET /models/{model} answers the same entry as the list, and 404 for a model the project does not have', async () => {
+    const list = (await call(s.t.app, s.token.value, { method: 'GET', url: `${CLIENT}/models` })).json() as { data: { id: string }[] };
+    for (const entry of list.data) {
+      const one = await call(s.t.app, s.token.value, { method: 'GET', url: `${CLIENT}/models/${entry.id}` });
+      expect(one.statusCode, one.body).toBe(200);
+      expect(one.json()).toEqual(entry);
+    }
+    const missing = await call(s.t.app, s.token.value, { method: 'GET', url: `${CLIENT}/models/no-such-model` });
+    expect(missing.statusCode).toBe(404);
+    expect(missing.json().error.message).toContain('no-such-model');
+  });
+
+  it('embeddings of an empty string (or an array holding one) are a 400, as OpenAI answers', async () => {
+    for (const input of ['', ['a', '']]) {
+      const res = await post(s.t, s.token.value, '/embeddings', { model: full, input });
+      expect(res.statusCode, res.body).toBe(400);
+    }
+  });
+
   it('error answers carry x-waygate-overhead-ms and x-request-id too', async () => {
     const res = await post(s.t, s.token.value, '/chat/completions', { model: 'no-such-model', messages: [{ role: 'user', content: 'x' }] }, { 'x-request-id': 'req-err-1' });
     expect(res.statusCode).toBe(404);

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Context } from '../../context.js';
 import { projectScope, requireApiToken } from '../../http/guards.js';
 import type { JsonObject } from '../../providers/types.js';
-import { chatSchema, embeddingsSchema, listModelsSchema, moderationsSchema } from './schemas.js';
+import { chatSchema, embeddingsSchema, getModelSchema, listModelsSchema, moderationsSchema } from './schemas.js';
 import { callerOf } from './caller.js';
 import type { JsonAnswer } from './service.js';
 
@@ -20,6 +20,10 @@ export async function inferenceRoutes(app: FastifyInstance, { ctx }: { ctx: Cont
   const config = { audited: false };
 
   app.get('/api/client/v1/models', { schema: listModelsSchema }, async (request) => inference.listModels(projectScope(request)));
+
+  app.get<{ Params: { model: string } }>('/api/client/v1/models/:model', { schema: getModelSchema }, async (request) =>
+    inference.getModel(projectScope(request), request.params.model),
+  );
 
   app.post('/api/client/v1/chat/completions', { schema: chatSchema, config }, async (request, reply) => {
     const body = request.body as JsonObject;

@@ -30,9 +30,10 @@ export const ChatBody = Type.Object(
 export const EmbeddingsBody = Type.Object(
   {
     model: ModelKey,
+    // OpenAI refuses empty input: an empty string has nothing to embed.
     input: Type.Union([
-      Type.String(),
-      Type.Array(Type.String(), { minItems: 1, maxItems: 2048 }),
+      Type.String({ minLength: 1 }),
+      Type.Array(Type.String({ minLength: 1 }), { minItems: 1, maxItems: 2048 }),
       Type.Array(Type.Integer({ minimum: 0 }), { minItems: 1 }),
       Type.Array(Type.Array(Type.Integer({ minimum: 0 }), { minItems: 1 }), { minItems: 1, maxItems: 2048 }),
     ]),
@@ -77,17 +78,19 @@ export const moderationsSchema = {
   response: { 200: ProviderShaped('OpenAI moderation result'), ...inferenceErrors },
 };
 
+const OpenAiModel = Type.Object({ id: Type.String(), object: Type.Literal('model'), created: Type.Integer(), owned_by: Type.String(), capabilities: Type.Array(Type.String()) });
+
 export const listModelsSchema = {
   operationId: 'inference.models',
   tags: ['client'],
   summary: "The project's models as an OpenAI model list",
-  response: {
-    200: Type.Object({
-      object: Type.Literal('list'),
-      data: Type.Array(
-        Type.Object({ id: Type.String(), object: Type.Literal('model'), created: Type.Integer(), owned_by: Type.String(), capabilities: Type.Array(Type.String()) }),
-      ),
-    }),
-    ...errorResponses(400, 401, 403),
-  },
+  response: { 200: Type.Object({ object: Type.Literal('list'), data: Type.Array(OpenAiModel) }), ...errorResponses(400, 401, 403) },
+};
+
+export const getModelSchema = {
+  operationId: 'inference.model',
+  tags: ['client'],
+  summary: 'One model of the project as an OpenAI model object',
+  params: Type.Object({ model: ModelKey }),
+  response: { 200: OpenAiModel, ...errorResponses(400, 401, 403, 404) },
 };

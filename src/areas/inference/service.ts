@@ -18,7 +18,7 @@ import type { GuardrailRecord } from '../guardrails/store.js';
 import { guardStream, type StreamGuardMode } from '../guardrails/stream.js';
 import type { Budget, Estimate, LimitService, LimitSubject, RateLimit, Reservation } from '../limits/service.js';
 import type { ResolvedModel, ModelService } from '../models/service.js';
-import type { Pricing } from '../models/store.js';
+import type { ModelRecord, Pricing } from '../models/store.js';
 import type { ProjectService } from '../projects/service.js';
 import type { UsageService } from '../usage/service.js';
 import { chatInputTexts, chatOutputTexts, embeddingInputTexts, type TextSlots } from './texts.js';
@@ -125,6 +125,11 @@ function capped(body: JsonObject, reservation: Reservation | null, target: Model
     if (value !== undefined && value !== null) out[field] = typeof value === 'number' ? Math.min(value, perChoice) : perChoice;
   }
   return out;
+}
+
+/** A model as an entry of OpenAI's model list, with the capabilities that decide which endpoints take it. */
+function openAiModel(m: ModelRecord) {
+  return { id: m.key, object: 'model' as const, created: unixSeconds(m.createdAt), owned_by: m.provider.type, capabilities: m.capabilities };
 }
 
 /** Records that a failed call had reached the upstream (its request was written), for abandonedUsage. */
@@ -618,9 +623,11 @@ export class InferenceService {
   /** OpenAI's model list for the project. */
   async listModels(scope: ProjectScope) {
     const models = await this.models.list(scope);
-    return {
-      object: 'list' as const,
-      data: models.map((m) => ({ id: m.key, object: 'model' as const, created: unixSeconds(m.createdAt), owned_by: m.provider.type, capabilities: m.capabilities })),
-    };
+    return { object: 'list' as const, data: models.map(openAiModel) };
+  }
+
+  /** One model of the project as OpenAI's model object (GET /models/{model}); 404 when there is none. */
+  async getModel(scope: ProjectScope, key: string) {
+    return openAiModel((await this.models.resolve(scope, key)).record);
   }
 }
