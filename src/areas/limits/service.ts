@@ -73,6 +73,8 @@ interface PlannedCounter extends CounterReservation {
 /** What admission reserved, to be settled with the real amounts. */
 export interface Reservation {
   counters: { key: string; kind: CounterKind; amount: number }[];
+  /** Whose limits it was reserved against: settlement finds their counters of its own moment from them. */
+  subjects: LimitSubject[];
   /** Output tokens the call may use. */
   allowance: number;
   /** True when a token or cost limit set the allowance: the upstream call must then be capped at it. */
@@ -80,6 +82,8 @@ export interface Reservation {
 }
 
 const MINUTE_MS = 60_000;
+/** The estimate of a call that adds nothing: for planning which counters a moment has. */
+const NOTHING_MORE: Estimate = { inputTokens: 0, desiredOutput: 0, minimumOutput: 0, inputPricePerToken: 0, outputPricePerToken: 0 };
 /** A client may ask for any max_tokens; counters (Redis scripts compute in doubles) take no more than this. */
 const MAX_ALLOWANCE = 2 ** 50;
 
@@ -160,6 +164,7 @@ export class LimitService {
       if (outcome.ok) {
         return {
           counters: planned.map(({ key, kind, base, perUnit }) => ({ key, kind, amount: base + perUnit * outcome.allowance })),
+          subjects,
           allowance: outcome.allowance,
           // Only calls with output (chat) are capped; embeddings and moderation have no max_tokens to set.
           capped: estimate.desiredOutput > 0 && planned.some((c) => c.perUnit > 0),
@@ -172,12 +177,23 @@ export class LimitService {
     throw new Error('Budget counters could not be seeded');
   }
 
-  /** Replaces the reservation with what the call really used (zero for a failed call). */
+  /**
+   * Replaces the reservation with what the call really used (zero for a failed call). A call admitted in one budget
+   * period that ends in the next is metered in the new one (its usage event is stamped when it ends): its reservation
+   * leaves the old period's counter and what it used goes to the new period's, where stored usage will have it too.
+   */
   async settle(reservation: Reservation | null, actual: Amounts): Promise<void> {
     if (!reservation) return;
-    const changes = reservation.counters
-      .filter((c) => c.kind !== 'requests')
-      .map((c) => ({ key: c.key, amount: (c.kind === 'tokens' ? actual.tokens : Math.ceil(actual.cost * NANO)) - c.amount }));
+    // The same subjects plan the same counters in the same order; only budget keys can name another period.
+    const current = this.plan(reservation.subjects, NOTHING_MORE, Date.now());
+    const changes: { key: string; amount: number }[] = [];
+    for (const [i, c] of reservation.counters.entries()) {
+      if (c.kind === 'requests') continue;
+      const used = c.kind === 'tokens' ? actual.tokens : Math.ceil(actual.cost * NANO);
+      const now = current[i]?.key ?? c.key;
+      if (now === c.key || !c.key.startsWith('bg:')) changes.push({ key: c.key, amount: used - c.amount });
+      else changes.push({ key: c.key, amount: -c.amount }, { key: now, amount: used });
+    }
     await this.counters.adjust(changes);
   }
 
@@ -187,8 +203,7 @@ export class LimitService {
    */
   async charge(subjects: LimitSubject[], actual: Amounts): Promise<void> {
     if (!subjects.some((s) => s.budget || s.rateLimit)) return;
-    const nothing: Estimate = { inputTokens: 0, desiredOutput: 0, minimumOutput: 0, inputPricePerToken: 0, outputPricePerToken: 0 };
-    const changes = this.plan(subjects, nothing, Date.now())
+    const changes = this.plan(subjects, NOTHING_MORE, Date.now())
       .filter((c) => c.kind !== 'requests')
       .map((c) => ({ key: c.key, amount: c.kind === 'tokens' ? actual.tokens : Math.ceil(actual.cost * NANO) }));
     await this.counters.adjust(changes);

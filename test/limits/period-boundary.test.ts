@@ -1,0 +1,59 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { LimitService, type Estimate, type LimitSubject } from '../../src/areas/limits/service.js';
+import type { UsageService } from '../../src/areas/usage/service.js';
+import { MemoryCounters } from '../../src/platform/counters.js';
+
+/**
+ * Calls in flight across the end of a budget period. A call's usage event is stamped when it ends, so stored usage
+ * puts it in the new period; its counted usage must go there too, or the new period's counter (started from stored
+ * usage before the call was stored) never sees it.
+ */
+
+const DAY_END = Date.parse('2026-03-01T00:00:00.000Z');
+const ESTIMATE: Estimate = { inputTokens: 10, desiredOutput: 50, minimumOutput: 1, inputPricePerToken: 0, outputPricePerToken: 0 };
+const subject: LimitSubject = { kind: 'token', scope: { tenantId: 'ten_1', projectId: 'prj_1', tokenId: 'tok_1' }, version: 0, budget: { maxTokens: 100, period: 'day' }, rateLimit: null };
+
+describe('budget periods and calls that span their end', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  // Regression (found in review): a call admitted at 23:59:59 and settled after midnight stayed in yesterday's counter.
+  it("a call admitted before midnight and ended after it counts in the new day's budget", async () => {
+    const counters = new MemoryCounters();
+    // Stored usage is empty until the first call is written, which is after the second call started the new day.
+    const usage = { totalsSince: async () => ({ tokens: 0, cost: 0 }) } as unknown as UsageService;
+    const limits = new LimitService(counters, usage);
+    const clock = vi.spyOn(Date, 'now');
+    try {
+      clock.mockReturnValue(DAY_END - 1_000);
+      const before = await limits.admit([subject], ESTIMATE);
+      clock.mockReturnValue(DAY_END + 1_000);
+      const after = await limits.admit([subject], ESTIMATE);
+      expect(after?.allowance).toBe(50);
+      // The first call used 60 tokens, now stamped in the new day: 120 of 100 are spent there.
+      await limits.settle(before, { tokens: 60, cost: 0 });
+      await expect(limits.admit([subject], ESTIMATE)).rejects.toMatchObject({ statusCode: 429 });
+      // Yesterday's counter no longer holds it.
+      clock.mockReturnValue(DAY_END - 500);
+      expect((await limits.admit([subject], ESTIMATE))?.allowance).toBe(50);
+    } finally {
+      await counters.close();
+    }
+  });
+
+  it('a call settled in the period it was admitted in is settled as before', async () => {
+    const counters = new MemoryCounters();
+    const limits = new LimitService(counters, { totalsSince: async () => ({ tokens: 0, cost: 0 }) } as unknown as UsageService);
+    const clock = vi.spyOn(Date, 'now').mockReturnValue(DAY_END + 1_000);
+    try {
+      const first = await limits.admit([subject], ESTIMATE);
+      clock.mockReturnValue(DAY_END + 2_000);
+      await limits.settle(first, { tokens: 30, cost: 0 });
+      // 30 used: 70 left, 10 of them for the input.
+      expect((await limits.admit([subject], { ...ESTIMATE, desiredOutput: 1_000 }))?.allowance).toBe(60);
+    } finally {
+      await counters.close();
+    }
+  });
+});
