@@ -1438,6 +1438,10 @@ function isAsciiUpper(c: number): boolean {
   return c >= 65 && c <= 90;
 }
 
+function isAsciiLower(c: number): boolean {
+  return c >= 97 && c <= 122;
+}
+
 /** The national id patterns' lookbehind: not after `[\w.,/+-]` (`c` undefined before the text). */
 function nationalIdMayFollow(c: number | undefined): boolean {
   return c === undefined || !(isAsciiWordCode(c) || c === 46 || c === 44 || c === 47 || c === 43 || c === 45);
@@ -1498,12 +1502,15 @@ function detectNationalIds(scan: Scan): void {
   }
 }
 
-function isUpperAlnum(c: number): boolean {
-  return (c >= 48 && c <= 57) || (c >= 65 && c <= 90);
+/** A digit, or a letter of the IBAN's case (`lower`: all its letters are lower-case, as typed by some people). */
+function isIbanChar(c: number, lower: boolean): boolean {
+  return (c >= 48 && c <= 57) || (lower ? c >= 97 && c <= 122 : c >= 65 && c <= 90);
 }
 
+/** One character into the mod-97 remainder; letters count as 10 to 35 in either case. */
 function mod97Step(rem: number, c: number): number {
-  return c <= 57 ? (rem * 10 + (c - 48)) % 97 : (rem * 100 + (c - 55)) % 97;
+  if (c <= 57) return (rem * 10 + (c - 48)) % 97;
+  return (rem * 100 + ((c >= 97 ? c - 32 : c) - 55)) % 97;
 }
 
 /**
@@ -1517,26 +1524,31 @@ function detectIbans(scan: Scan): void {
   let from = 0;
   for (let k = 0; k < starts.length; k++) {
     const run = starts[k]!;
-    if (run - 2 < from || ends[k]! - run < 2 || !isAsciiUpper(codes[run - 1]!) || !isAsciiUpper(codes[run - 2]!)) continue;
+    if (run - 2 < from || ends[k]! - run < 2) continue;
+    // The country code sets the case of every letter of the IBAN: all capitals, or (typed so) all lower-case.
+    const lower = isAsciiLower(codes[run - 2]!);
+    const letter = lower ? isAsciiLower : isAsciiUpper;
+    if (!letter(codes[run - 2]!) || !letter(codes[run - 1]!)) continue;
     const before = codes[run - 3];
     if (before !== undefined && isAsciiAlnum(before)) continue;
-    // An IBAN starts as `(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?= ?[A-Z0-9])`: at two capitals right before 2+ digits.
+    // An IBAN starts as `(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?= ?[A-Z0-9])` (or the same in lower case): at two letters
+    // right before 2+ digits.
     const next = codes[run + 2];
-    if (!(next !== undefined && (isUpperAlnum(next) || (next === 32 && run + 3 < n && isUpperAlnum(codes[run + 3]!))))) continue;
+    if (!(next !== undefined && (isIbanChar(next, lower) || (next === 32 && run + 3 < n && isIbanChar(codes[run + 3]!, lower))))) continue;
     const start = run - 2;
     from = run + 2;
-    const length = IBAN_LENGTHS[text.slice(start, run)];
+    const length = IBAN_LENGTHS[text.slice(start, run).toUpperCase()];
     if (!length) continue;
     let i = start + 4;
     let count = 4;
     let rem = 0;
     while (count < length && i < n) {
       const c = codes[i]!;
-      if (isUpperAlnum(c)) {
+      if (isIbanChar(c, lower)) {
         rem = mod97Step(rem, c);
         count++;
         i++;
-      } else if (c === 32 && i + 1 < n && isUpperAlnum(codes[i + 1]!) && codes[i - 1] !== 32) {
+      } else if (c === 32 && i + 1 < n && isIbanChar(codes[i + 1]!, lower) && codes[i - 1] !== 32) {
         i++;
       } else break;
     }
