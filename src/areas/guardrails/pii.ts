@@ -1299,9 +1299,14 @@ function isAsciiWordCode(c: number): boolean {
   return isAsciiAlnum(c) || c === 95;
 }
 
+/** A separator between a card's digit groups: a space, a dash, an en dash or a dot. */
+function isCardSeparator(c: number | undefined): boolean {
+  return c === 32 || c === 45 || c === 0x2013 || c === 46;
+}
+
 /**
- * Cards are the matches of `(?<![\w.,/-])\d(?:[ -]?\d){12,40}`: digit groups separated by single spaces or dashes (the
- * whole chain must be the card, checked in code). This is the end of its match at the start of run `k` (the lookbehind
+ * Cards are the matches of `(?<![\w.,/-])\d(?:[ \-–.]?\d){12,40}`: digit groups separated by single spaces, dashes,
+ * en dashes or dots (the whole chain must be the card, checked in code). This is the end of its match at the start of run `k` (the lookbehind
  * checked by the caller), or -1: the pattern is greedy and each repetition takes one digit, so it matches the chain of
  * runs joined by single spaces or dashes, up to 41 digits, when that holds 13+.
  */
@@ -1314,7 +1319,7 @@ function cardMatchEnd(codes: Uint16Array, runs: DigitRuns, k: number): number {
     count += length;
     const end = ends[j]!;
     const c = codes[end];
-    if (j + 1 >= starts.length || starts[j + 1] !== end + 1 || (c !== 32 && c !== 45)) return count >= 13 ? end : -1;
+    if (j + 1 >= starts.length || starts[j + 1] !== end + 1 || !isCardSeparator(c)) return count >= 13 ? end : -1;
   }
 }
 
@@ -1340,7 +1345,7 @@ function continuesDigitChain(text: string, start: number): boolean {
 }
 
 /**
- * `raw` (digits with single spaces or dashes between them): one kind of separator, in groups of four (the last up to
+ * `raw` (digits with single separators between them): one kind of separator, in groups of four (the last up to
  * four), or 4-6-5 / 4-6-4 (American Express, Diners).
  */
 function cardGroupingOk(raw: string): boolean {
@@ -1356,7 +1361,7 @@ function cardGroupingOk(raw: string): boolean {
       continue;
     }
     if (c !== -1) {
-      if (c !== 32 && c !== 45) return false;
+      if (!isCardSeparator(c)) return false;
       if (sep === 0) sep = c;
       else if (c !== sep) return false; // one kind of separator
     } else if (sep === 0) return true;
