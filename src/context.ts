@@ -128,7 +128,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
     await tokens.start();
     const tenants = new TenantService(database.transaction, new TenantStore(db), projects, users, tokens);
     const auth = new AuthService({ ...config, sessionSecret }, users, projects, cache);
-    const audit = new AuditService(new AuditStore(db), log);
+    const audit = new AuditService(new AuditStore(db, database.dialect), log);
     const usage = new UsageService(new UsageStore(db, database.dialect, database.transaction), log);
     const limits = new LimitService(counters, usage);
     // Models and guardrails name each other: the registry asks the guardrails area (built next) about the keys.

@@ -108,6 +108,9 @@ export function openDatabase(target: DatabaseTarget, onError: (err: Error) => vo
   sqlite.pragma('busy_timeout = 5000');
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('synchronous = NORMAL');
+  // SQLite's own lower() folds ASCII letters only; searches that ignore case use this one (PostgreSQL's lower() is
+  // Unicode-aware already). No index may use it: an index must not depend on a function the database does not know.
+  sqlite.function('unicode_lower', { deterministic: true }, (value: unknown) => (typeof value === 'string' ? value.toLowerCase() : value));
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   return {
     db,

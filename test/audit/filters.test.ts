@@ -55,7 +55,7 @@ describe.each(BACKENDS)('GET /api/client/v1/audit/logs filters on %s', (backend)
     audit.record(event('e6', { service: 'seedbeta', action: 'seedbeta.create', createdAt: BASE + 5_000, path: '/seed/beta/underXscore' }));
     await audit.flush();
     // ... and straight through the store, for the page-size tests.
-    const store = new AuditStore(t.ctx.database.db);
+    const store = new AuditStore(t.ctx.database.db, t.ctx.database.dialect);
     const bulk = Array.from({ length: BULK }, (_, i) => event(`b${i}`, { service: 'bulk', action: 'bulk.write', createdAt: BULK_BASE + i * 1_000, path: `/bulk/${i}` }));
     for (let i = 0; i < bulk.length; i += 200) await store.insertMany(bulk.slice(i, i + 200));
   });

@@ -31,4 +31,11 @@ describe.each(BACKENDS)('audit q search with non-ASCII text on %s', (backend) =>
     expect(await matches(`${bucket.toUpperCase()}/Äpfel`)).toEqual(expected);
     expect(await matches('Öl')).toEqual([]);
   });
+
+  // Regression: SQLite's lower() folds ASCII letters only, so the case of non-ASCII letters had to match exactly there.
+  it('ignores the case of non-ASCII letters too, on every database', async () => {
+    const expected = [`${bucket}/Äpfel/Über.txt`];
+    expect(await matches('äpfel/über')).toEqual(expected);
+    expect(await matches('äPFEL/üBER')).toEqual(expected);
+  });
 });

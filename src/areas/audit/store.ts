@@ -1,5 +1,5 @@
 import { sql, type Selectable } from 'kysely';
-import type { AuditEventsTable, Db } from '../../db/types.js';
+import type { AuditEventsTable, Db, Dialect } from '../../db/types.js';
 
 export interface AuditEvent {
   id: string;
@@ -69,7 +69,12 @@ const INSERT_CHUNK = 500;
 const SEARCHED_COLUMNS = ['action', 'service', 'path', 'actor_type', 'actor_user_id', 'api_token_id', 'resource_id', 'request_id'] as const;
 
 export class AuditStore {
-  constructor(private readonly db: Db) {}
+  /** The case folding of `q`: Unicode on both databases (SQLite's own lower() folds ASCII letters only). */
+  private readonly lower: ReturnType<typeof sql.raw>;
+
+  constructor(private readonly db: Db, dialect: Dialect) {
+    this.lower = sql.raw(dialect === 'sqlite' ? 'unicode_lower' : 'lower');
+  }
 
   /** Inserts in chunks: one statement per chunk stays far below SQLite's and PostgreSQL's parameter limits. */
   async insertMany(events: AuditEvent[]): Promise<void> {
@@ -122,10 +127,9 @@ export class AuditStore {
     if (filter.q !== undefined) {
       const pattern = containsPattern(filter.q);
       query = query.where((eb) =>
-        // ESCAPE is explicit: SQLite has no default LIKE escape character, PostgreSQL's is the backslash.
-        // The pattern goes through the database's lower() like the column: SQLite's folds ASCII letters only, so a
-        // JavaScript-lowered "äpfel" would never match the stored "Äpfel" there.
-        eb.or(SEARCHED_COLUMNS.map((column) => sql<boolean>`lower(coalesce(${sql.ref(column)}, '')) like lower(${pattern}) escape '\\'`)),
+        // ESCAPE is explicit: SQLite has no default LIKE escape character, PostgreSQL's is the backslash. Column and
+        // pattern are folded by the same function.
+        eb.or(SEARCHED_COLUMNS.map((column) => sql<boolean>`${this.lower}(coalesce(${sql.ref(column)}, '')) like ${this.lower}(${pattern}) escape '\\'`)),
       );
     }
     const rows = await query.orderBy('created_at', 'desc').orderBy('seq', 'desc').limit(filter.limit).offset(filter.skip).execute();
