@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBase32 } from '../../src/platform/ids.js';
 import { BACKENDS, call, createTestApp, createToken, createUserSession, type TestApp } from '../helpers/app.js';
 import { chatBody } from '../helpers/models.js';
+import { holdTogether } from '../helpers/races.js';
 
 /** PATCH /api/projects/:idOrKey: name, budget and rate limit of a project (owners and admins of its tenant only). */
 
@@ -161,5 +162,29 @@ describe.each(BACKENDS)('project limits on %s', (backend) => {
     expect(refused.json().error.code).toBe('budget_exceeded');
     expect((await patch(project.id, { budget: null })).statusCode).toBe(200);
     expect((await chat()).statusCode).toBe(200);
+  });
+  // Regression (found in review): both PATCHes read the budget before either wrote; the one setting it again decided
+  // on the stale read that the budget had been there all along, so its counters were not restarted and the calls
+  // made while it was removed went uncounted.
+  it('a budget set again while another PATCH removes it restarts the counters, however the two interleave', async () => {
+    const project = await newProject();
+    expect((await patch(project.id, { budget: { maxTokens: 100, period: 'day' } })).statusCode).toBe(200);
+    const version = async () =>
+      Number((await t.ctx.database.db.selectFrom('projects').select('limits_updated_at').where('id', '=', project.id).executeTakeFirstOrThrow()).limits_updated_at);
+    const before = await version();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    // Both read first; the removal writes first, the new budget 50 ms later.
+    const restore = holdTogether(t.ctx.services.projects, 'require', 2, 50);
+    try {
+      const removing = patch(project.id, { budget: null });
+      await new Promise((resolve) => setImmediate(resolve));
+      const setting = patch(project.id, { budget: { maxTokens: 100, period: 'day' } });
+      expect((await removing).statusCode).toBe(200);
+      expect((await setting).statusCode).toBe(200);
+    } finally {
+      restore();
+    }
+    expect(await listed(project.id)).toMatchObject({ budget: { maxTokens: 100, period: 'day' } });
+    expect(await version()).toBeGreaterThan(before);
   });
 });

@@ -42,9 +42,12 @@ export class ProjectService {
     const limitsChanged = patch.budget !== undefined || patch.rateLimit !== undefined;
     if (patch.name === undefined && !limitsChanged) return project;
     // Only a budget that starts counting something anew restarts the counters. Any other change keeps them, and with
-    // them the reservations of calls still running (new counters would start from stored usage without those).
-    const recount = patch.budget !== undefined && startsCounting(project.budget, patch.budget);
-    const updated = await this.store.update(tenantId, project.id, { ...patch, limitsUpdatedAt: recount ? Date.now() : undefined });
+    // them the reservations of calls still running (new counters would start from stored usage without those). It is
+    // decided on the budget as stored when the change is written: a concurrent PATCH may have just removed it.
+    const updated = await this.store.update(tenantId, project.id, (current) => ({
+      ...patch,
+      limitsUpdatedAt: patch.budget !== undefined && startsCounting(current.budget, patch.budget) ? Date.now() : undefined,
+    }));
     if (!updated) throw ERRORS.notFound('Project', idOrKey);
     // Best effort beyond this instance: without the notice others reload when their cached copy expires.
     await this.cache.changed({ tenantId, projectId: project.id });

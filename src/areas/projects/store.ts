@@ -18,6 +18,9 @@ export interface ProjectRecord {
   createdAt: number;
 }
 
+/** The fields a project update writes; the others are left as stored. */
+export type ProjectChange = Partial<Pick<ProjectRecord, 'name' | 'budget' | 'rateLimit' | 'limitsUpdatedAt'>>;
+
 function toRecord(row: Selectable<ProjectsTable>): ProjectRecord {
   return {
     id: row.id,
@@ -52,22 +55,35 @@ export class ProjectStore {
 
   /**
    * Writes only the fields given, so that two changes to different fields at once both hold; returns the project as
-   * stored, or null when it is gone.
+   * stored, or null when it is gone. `changeOf` gets the project as stored, inside a transaction that holds it (the
+   * row locked on PostgreSQL; SQLite's one connection runs one transaction at a time), so a change that depends on
+   * the stored state cannot be decided on a state another change has replaced meanwhile.
    */
-  async update(tenantId: string, id: string, change: Partial<Pick<ProjectRecord, 'name' | 'budget' | 'rateLimit' | 'limitsUpdatedAt'>>): Promise<ProjectRecord | null> {
-    const row = await this.db
-      .updateTable('projects')
-      .set({
-        ...(change.name !== undefined ? { name: change.name } : {}),
-        ...(change.budget !== undefined ? { budget: toJson(this.dialect, change.budget) } : {}),
-        ...(change.rateLimit !== undefined ? { rate_limit: toJson(this.dialect, change.rateLimit) } : {}),
-        ...(change.limitsUpdatedAt !== undefined ? { limits_updated_at: change.limitsUpdatedAt } : {}),
-      })
-      .where('tenant_id', '=', tenantId)
-      .where('id', '=', id)
-      .returningAll()
-      .executeTakeFirst();
-    return row ? toRecord(row) : null;
+  async update(tenantId: string, id: string, changeOf: (current: ProjectRecord) => ProjectChange): Promise<ProjectRecord | null> {
+    return this.db.transaction().execute(async (trx) => {
+      const current = await trx
+        .selectFrom('projects')
+        .selectAll()
+        .where('tenant_id', '=', tenantId)
+        .where('id', '=', id)
+        .$if(this.dialect === 'postgres', (q) => q.forUpdate())
+        .executeTakeFirst();
+      if (!current) return null;
+      const change = changeOf(toRecord(current));
+      const row = await trx
+        .updateTable('projects')
+        .set({
+          ...(change.name !== undefined ? { name: change.name } : {}),
+          ...(change.budget !== undefined ? { budget: toJson(this.dialect, change.budget) } : {}),
+          ...(change.rateLimit !== undefined ? { rate_limit: toJson(this.dialect, change.rateLimit) } : {}),
+          ...(change.limitsUpdatedAt !== undefined ? { limits_updated_at: change.limitsUpdatedAt } : {}),
+        })
+        .where('tenant_id', '=', tenantId)
+        .where('id', '=', id)
+        .returningAll()
+        .executeTakeFirst();
+      return row ? toRecord(row) : null;
+    });
   }
 
   async list(tenantId: string): Promise<ProjectRecord[]> {
