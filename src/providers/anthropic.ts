@@ -4,7 +4,7 @@ import { UpstreamError } from './errors.js';
 import { parseObject, type UpstreamClient } from './http.js';
 import { joinUrl } from './openai-compatible.js';
 import { parseSse } from './sse.js';
-import { tokenCount } from './tokens.js';
+import { openAiUsage, tokenCount } from './tokens.js';
 import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider, Usage } from './types.js';
 import { asText } from '../platform/text.js';
 import { unixSeconds } from '../platform/time.js';
@@ -166,10 +166,6 @@ function anthropicUsage(value: unknown): Usage | null {
   return input === undefined ? null : { inputTokens: input, outputTokens: tokenCount(usage.output_tokens) ?? 0, estimated: false };
 }
 
-function openAiUsage(usage: Usage): JsonObject {
-  return { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens };
-}
-
 /** Anthropic's stream events as chat.completion.chunk objects (the usage chunk last, with empty choices). */
 async function* anthropicChunks(body: AsyncIterable<Buffer>, complete: () => void): AsyncGenerator<ChatChunk> {
   let id = `chatcmpl-${randomUUID()}`;
@@ -225,7 +221,7 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>, complete: () => voi
       case 'message_stop':
         complete();
         // Without an input count from message_start there is no usage chunk: the gateway counts the tokens itself.
-        if (input !== undefined) yield { data: { id, object: 'chat.completion.chunk', created, model, choices: [], usage: openAiUsage({ inputTokens: input, outputTokens: output, estimated: false }) } };
+        if (input !== undefined) yield { data: { id, object: 'chat.completion.chunk', created, model, choices: [], usage: openAiUsage({ inputTokens: input, outputTokens: output }) } };
         return;
       case 'error':
         throw new UpstreamError('http', 'Upstream stream reported an error', 502, anthropicError(data, 502));

@@ -4,7 +4,7 @@ import type { Agent, Dispatcher } from 'undici';
 // The Agent module alone, not undici's index: the index also loads fetch, WebSocket, caches and mocks, about 3 MB of
 // heap that a gateway never uses. The version is pinned, and test/providers/http.test.ts covers this client.
 import AgentClass from 'undici/lib/dispatcher/agent.js';
-import { openAiErrorBody, UpstreamError } from './errors.js';
+import { openAiErrorBody, UpstreamError, type UpstreamFailure } from './errors.js';
 
 export interface UpstreamSettings {
   /** Milliseconds to open a TCP/TLS connection. */
@@ -38,15 +38,14 @@ const MAX_RETRY_AFTER_MS = 10_000;
 
 /** `reached`: the request had been written to the upstream (see UpstreamError.reachedUpstream). */
 function connectionError(err: unknown, signal: AbortSignal, reached: boolean): UpstreamError {
-  if (signal.aborted) return new UpstreamError('aborted', 'The client went away', undefined, undefined, undefined, reached);
+  const failed = (failure: UpstreamFailure, message: string) => new UpstreamError(failure, message, undefined, undefined, undefined, reached);
+  if (signal.aborted) return failed('aborted', 'The client went away');
   const code = (err as { code?: string }).code ?? '';
   const message = err instanceof Error ? err.message : String(err);
-  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') {
-    return new UpstreamError('timeout', `Upstream timed out (${code})`, undefined, undefined, undefined, reached);
-  }
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') return failed('timeout', `Upstream timed out (${code})`);
   // These two are Waygate's own refusals: their message says what was refused.
-  if (code === 'ERR_NON_PUBLIC_ADDRESS' || code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') return new UpstreamError('refused', `Upstream call refused: ${message}`, undefined, undefined, undefined, reached);
-  return new UpstreamError('connection', `Upstream connection failed: ${code || message}`, undefined, undefined, undefined, reached);
+  if (code === 'ERR_NON_PUBLIC_ADDRESS' || code === 'UND_ERR_RES_EXCEEDED_MAX_SIZE') return failed('refused', `Upstream call refused: ${message}`);
+  return failed('connection', `Upstream connection failed: ${code || message}`);
 }
 
 function retryAfterMs(value: string | undefined): number | undefined {

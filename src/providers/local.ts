@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ERRORS } from '../http/errors.js';
-import { contentText, estimateChatInput, estimateEmbeddingInput, estimateTokens } from './tokens.js';
+import { contentText, estimateChatInput, estimateEmbeddingInput, estimateTokens, openAiUsage } from './tokens.js';
 import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
 import { unixSeconds } from '../platform/time.js';
 
@@ -52,7 +52,7 @@ export function completionFromText(body: JsonObject, reply: string, model: strin
     created: unixSeconds(Date.now()),
     model,
     choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, finish_reason: truncated ? 'length' : 'stop', logprobs: null }],
-    usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
+    usage: openAiUsage({ inputTokens: input, outputTokens: output }),
   };
   return { body: completion, usage: { inputTokens: input, outputTokens: output, estimated: false }, upstreamMs: 0 };
 }
@@ -75,7 +75,7 @@ export async function* chunksFromText(body: JsonObject, reply: string, model: st
   yield chunk({}, truncated ? 'length' : 'stop');
   const input = estimateChatInput(body);
   const output = estimateTokens(pieces.join(''));
-  yield { data: { id, object: 'chat.completion.chunk', created, model, choices: [], usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output } } };
+  yield { data: { id, object: 'chat.completion.chunk', created, model, choices: [], usage: openAiUsage({ inputTokens: input, outputTokens: output }) } };
 }
 
 /** FNV-1a over UTF-16 code units, seeded so two independent hashes come from one function. */

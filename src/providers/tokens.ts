@@ -98,6 +98,11 @@ export function tokenCount(value: unknown): number | undefined {
   return typeof value === 'number' && value >= 0 && value <= MAX_REPORTED_TOKENS ? Math.floor(value) : undefined;
 }
 
+/** Token counts as OpenAI's usage object (the inverse of usageOf). */
+export function openAiUsage(usage: Pick<Usage, 'inputTokens' | 'outputTokens'>): { prompt_tokens: number; completion_tokens: number; total_tokens: number } {
+  return { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens };
+}
+
 /** OpenAI's usage object (a completion's, or a stream's usage chunk), when it holds a token count. */
 export function usageOf(body: JsonObject): Usage | null {
   const usage = body.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;

@@ -2,6 +2,7 @@ import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import type { UpstreamClient } from '../../providers/http.js';
 import { newId } from '../../platform/ids.js';
+import { lazy } from '../../platform/lazy.js';
 import { storableText } from '../../platform/text.js';
 import { estimateChatInput, estimateTokens } from '../../providers/tokens.js';
 import type { JsonObject } from '../../providers/types.js';
@@ -179,8 +180,9 @@ export class AgentRunner {
     const connection = version.config.connection!;
     const secrets = this.agents.callSecrets(agent, version);
     const messages: TurnMessage[] = [...history.map((m) => ({ role: m.role, content: m.content })), ...turn.input];
+    const estimateInput = lazy(() => estimateChatInput({ messages }));
     // The caller's budgets and rate limits apply to a connected agent's call as to a model call.
-    const reservation = await this.inference.admitUnpriced(caller, () => estimateChatInput({ messages }));
+    const reservation = await this.inference.admitUnpriced(caller, estimateInput);
     const started = performance.now();
     let status = 200;
     let usage: { inputTokens: number; outputTokens: number } | null = null;
@@ -194,7 +196,7 @@ export class AgentRunner {
         signal: caller.signal,
         requestId: caller.requestId,
       });
-      usage = answer.usage ?? { inputTokens: estimateChatInput({ messages }), outputTokens: estimateTokens(answer.text) };
+      usage = answer.usage ?? { inputTokens: estimateInput(), outputTokens: estimateTokens(answer.text) };
       return { text: answer.text, usage, remoteContext: answer.remoteContext ?? undefined };
     } catch (err) {
       status = (err as { statusCode?: number }).statusCode ?? 500;

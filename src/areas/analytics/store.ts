@@ -77,13 +77,13 @@ function toRow(row: Record<string, unknown>): AggregateRow {
   };
 }
 
+/** Newest events read to find the newest sessions before the session index is grouped instead. */
+const NEWEST_EVENTS_READ = 5_000;
+
 /**
  * Read queries over metered usage. Whole days and hours come from the daily and hourly rollups (one row per project,
  * period and attribution); the partial hours at the edges of a range come from the raw events, so any range is exact.
  */
-/** Newest events read to find the newest sessions before the session index is grouped instead. */
-const NEWEST_EVENTS_READ = 5_000;
-
 export class AnalyticsStore {
   constructor(private readonly db: Db, private readonly dialect: Dialect) {}
 

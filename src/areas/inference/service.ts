@@ -8,7 +8,7 @@ import { unixSeconds } from '../../platform/time.js';
 import { lazy } from '../../platform/lazy.js';
 import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
-import { estimateChatInput, estimateChatOutput, estimateEmbeddingInput, estimateTokens, usageOf, writtenText } from '../../providers/tokens.js';
+import { estimateChatInput, estimateChatOutput, estimateEmbeddingInput, estimateTokens, openAiUsage, usageOf, writtenText } from '../../providers/tokens.js';
 import { outputLimitField } from '../../providers/openai-compatible.js';
 import type { Capability, ChatChunk, JsonObject, JsonResult, ModelTarget, Provider, ProviderType, Usage } from '../../providers/types.js';
 import type { Judge } from '../guardrails/engines.js';
@@ -130,16 +130,6 @@ function capped(body: JsonObject, reservation: Reservation | null, target: Model
 /** A model as an entry of OpenAI's model list, with the capabilities that decide which endpoints take it. */
 function openAiModel(m: ModelRecord) {
   return { id: m.key, object: 'model' as const, created: unixSeconds(m.createdAt), owned_by: m.provider.type, capabilities: m.capabilities };
-}
-
-/** Records that a failed call had reached the upstream (its request was written), for abandonedUsage. */
-async function noteReached<T>(reached: { upstream: boolean }, call: Promise<T>): Promise<T> {
-  try {
-    return await call;
-  } catch (err) {
-    if (err instanceof UpstreamError && err.reachedUpstream) reached.upstream = true;
-    throw err;
-  }
 }
 
 /**
@@ -296,11 +286,8 @@ export class InferenceService {
   }
 
   /** Replaces an admitUnpriced reservation with the tokens the call used (none when it failed). */
-  async settleUnpriced(reservation: Reservation | null, usage: { inputTokens: number; outputTokens: number } | null): Promise<void> {
-    if (!reservation) return;
-    await this.limits.settle(reservation, { tokens: (usage?.inputTokens ?? 0) + (usage?.outputTokens ?? 0), cost: 0 }).catch((err: unknown) => {
-      this.log.error({ err }, 'settling a budget reservation failed; the estimate stays counted');
-    });
+  settleUnpriced(reservation: Reservation | null, usage: { inputTokens: number; outputTokens: number } | null): Promise<void> {
+    return this.settle(reservation, null, usage);
   }
 
   private evaluationContext(caller: Caller, model: ResolvedModel, stage: 'input' | 'output'): EvaluationContext & { stage: 'input' | 'output' } {
@@ -357,8 +344,11 @@ export class InferenceService {
     return this.limits.admit(subjects, estimate);
   }
 
-  /** Tries each candidate in turn; a failure that is not the caller's fault hands over to the next one. */
-  private async firstAnswer<T>(candidates: ResolvedModel[], call: (model: ResolvedModel) => Promise<T>): Promise<{ model: ResolvedModel; answer: T }> {
+  /**
+   * Tries each candidate in turn; a failure that is not the caller's fault hands over to the next one. `reached`
+   * records whether a failed attempt's request had reached its upstream (for abandonedUsage).
+   */
+  private async firstAnswer<T>(candidates: ResolvedModel[], reached: { upstream: boolean }, call: (model: ResolvedModel) => Promise<T>): Promise<{ model: ResolvedModel; answer: T }> {
     let last: unknown;
     for (const model of candidates) {
       if (model.unreadable) {
@@ -369,6 +359,7 @@ export class InferenceService {
         return { model, answer: await call(model) };
       } catch (err) {
         last = err;
+        if (err instanceof UpstreamError && err.reachedUpstream) reached.upstream = true;
         const handOver = err instanceof UpstreamError && (err.retryable || err.failure === 'malformed');
         if (!handOver) break;
         this.log.warn({ model: model.record.key, failure: err.failure, status: err.status }, 'upstream call failed; trying the next fallback');
@@ -395,12 +386,15 @@ export class InferenceService {
     });
   }
 
-  /** Replaces the reservation with the real usage; `chargeTo`: a call made without one (a judge's) adds its usage. */
-  private async settle(reservation: Reservation | null, model: ResolvedModel, usage: Usage | null, chargeTo: Caller | null = null): Promise<void> {
+  /**
+   * Replaces the reservation with the real usage at the answering model's pricing (null: unpriced); `chargeTo`: a
+   * call made without one (a judge's) adds its usage.
+   */
+  private async settle(reservation: Reservation | null, pricing: Pricing | null, usage: Pick<Usage, 'inputTokens' | 'outputTokens'> | null, chargeTo: Caller | null = null): Promise<void> {
     if (!reservation && !chargeTo) return;
     const input = usage?.inputTokens ?? 0;
     const output = usage?.outputTokens ?? 0;
-    const amounts = { tokens: input + output, cost: costOf(model.record.pricing, input, output) };
+    const amounts = { tokens: input + output, cost: costOf(pricing, input, output) };
     const done = chargeTo ? this.subjects(chargeTo).then((subjects) => this.limits.charge(subjects, amounts)) : this.limits.settle(reservation, amounts);
     await done.catch((err: unknown) => {
       this.log.error({ err }, 'settling a budget reservation failed; the estimate stays counted');
@@ -441,7 +435,7 @@ export class InferenceService {
     try {
       const sent = guarded ? await this.guardInput(caller, primary, guards.input, body, guarded.input) : body;
       // Capped per candidate: the output limit's field name depends on the provider a fallback goes to.
-      const first = await this.firstAnswer(candidates, (m) => noteReached(reached, run(this.providers[m.record.provider.type], m, capped(sent, reservation, m.target))));
+      const first = await this.firstAnswer(candidates, reached, (m) => run(this.providers[m.record.provider.type], m, capped(sent, reservation, m.target)));
       ({ model } = first);
       upstreamMs = first.answer.upstreamMs;
       usage = first.answer.usage ?? { inputTokens: options.estimateInput(), outputTokens: options.estimateOutput?.(first.answer.body) ?? 0, estimated: true };
@@ -450,7 +444,7 @@ export class InferenceService {
         const texts = guarded.output(answer);
         answer = texts.write((await this.evaluator.enforce(this.evaluationContext(caller, primary, 'output'), guards.output, texts.texts)).texts);
       }
-      await this.settle(reservation, model, usage, options.charged ? caller : null);
+      await this.settle(reservation, model.record.pricing, usage, options.charged ? caller : null);
       this.meter(caller, model, options.endpoint, options.service, usage, 200, upstreamMs, false);
       // The upstream's own bytes, unless a guardrail changed the answer.
       return { body: answer, raw: answer === first.answer.body ? first.answer.raw : undefined, usage, upstreamMs };
@@ -458,7 +452,7 @@ export class InferenceService {
       // An answer refused by an output guardrail was still made and is billed; so is the input of a call abandoned.
       const status = statusOf(err);
       usage ??= abandonedUsage(reached, status, options.estimateInput);
-      await this.settle(reservation, model, usage, options.charged ? caller : null);
+      await this.settle(reservation, model.record.pricing, usage, options.charged ? caller : null);
       this.meter(caller, model, options.endpoint, options.service, usage, status, upstreamMs, false);
       throw err;
     }
@@ -502,19 +496,14 @@ export class InferenceService {
     this.usage.expect();
     try {
       const sent = await this.guardInput(caller, primary, guards.input, body, chatInputTexts);
-      started = await this.firstAnswer(candidates, (m) =>
-        noteReached(
-          reached,
-          (async () => {
-            const answer = await this.providers[m.record.provider.type].chatStream(m.target, capped(sent, reservation, m.target), { signal: caller.signal, requestId: caller.requestId });
-            return { ...answer, chunks: await withFirstRead(answer.chunks) };
-          })(),
-        ),
-      );
+      started = await this.firstAnswer(candidates, reached, async (m) => {
+        const answer = await this.providers[m.record.provider.type].chatStream(m.target, capped(sent, reservation, m.target), { signal: caller.signal, requestId: caller.requestId });
+        return { ...answer, chunks: await withFirstRead(answer.chunks) };
+      });
     } catch (err) {
       const status = statusOf(err);
       const usage = abandonedUsage(reached, status, estimateInput);
-      await this.settle(reservation, candidates[0]!, usage);
+      await this.settle(reservation, candidates[0]!.record.pricing, usage);
       this.meter(caller, candidates[0]!, '/chat/completions', 'chat', usage, status, 0, true);
       throw err;
     }
@@ -541,7 +530,7 @@ export class InferenceService {
 
   /** What every stream ends with, however it ends: the reservation settled and one usage event. */
   private async endStream(caller: Caller, model: ResolvedModel, options: { reservation: Reservation | null; upstreamStartedAt: number }, usage: Usage, status: number): Promise<void> {
-    await this.settle(options.reservation, model, usage);
+    await this.settle(options.reservation, model.record.pricing, usage);
     this.meter(caller, model, '/chat/completions', 'chat', usage, status, performance.now() - options.upstreamStartedAt, true);
   }
 
@@ -590,9 +579,8 @@ export class InferenceService {
         usage = { inputTokens: options.estimateInput(), outputTokens: estimateTokens(text), estimated: true };
         if (options.includeUsage) {
           const base = last?.data ?? {};
-          const counted = { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens };
           const head = { id: base.id ?? `chatcmpl-${randomUUID()}`, object: 'chat.completion.chunk', created: base.created ?? unixSeconds(Date.now()), model: base.model ?? model.record.key };
-          yield `data: ${JSON.stringify({ ...head, choices: [], usage: counted })}\n\n`;
+          yield `data: ${JSON.stringify({ ...head, choices: [], usage: openAiUsage(usage) })}\n\n`;
         }
       }
       yield 'data: [DONE]\n\n';

@@ -18,7 +18,6 @@ const MODEL_KEY = new RegExp(MODEL_KEY_PATTERN);
 const CHANGED_TOPIC = 'models.changed';
 /** Tries of a PATCH that other changes keep overtaking, before it answers 409. */
 const UPDATE_ATTEMPTS = 5;
-/** A project's models are remembered this long; changes clear them at once on every instance through the bus. */
 
 export interface ProviderInput {
   type: ProviderType;
