@@ -3,6 +3,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, call } from '../helpers/app.js';
 import { CLIENT, post, registerFakeModel, setupInference, UPSTREAM_KEY, type InferenceSetup } from '../helpers/inference.js';
+import { registerModel } from '../helpers/models.js';
 
 /**
  * The OpenAI-compatible client endpoints against a fake OpenAI-compatible upstream: what is forwarded upstream, what
@@ -163,6 +164,17 @@ describe.each(BACKENDS)('OpenAI-compatible client endpoints on %s', (backend) =>
     const missing = await call(s.t.app, s.token.value, { method: 'GET', url: `${CLIENT}/models/no-such-model` });
     expect(missing.statusCode).toBe(404);
     expect(missing.json().error.message).toContain('no-such-model');
+  });
+
+  it("GET /models/{model}: another project's model is a 404; a key longer than any model key is a 414 from the router", async () => {
+    const other = await call(s.t.app, s.t.adminSession, { method: 'POST', url: '/api/projects', payload: { name: 'Other models', key: 'other-models' } });
+    expect(other.statusCode, other.body).toBe(201);
+    const foreign = await registerModel(s.t, { provider: { type: 'mock' } }, { project: 'other-models' });
+    const res = await call(s.t.app, s.token.value, { method: 'GET', url: `${CLIENT}/models/${foreign}` });
+    expect(res.statusCode, res.body).toBe(404);
+    const long = await call(s.t.app, s.token.value, { method: 'GET', url: `${CLIENT}/models/${'m'.repeat(101)}` });
+    expect(long.statusCode).toBe(414);
+    expect(typeof long.json().error.message).toBe('string');
   });
 
   it('embeddings of an empty string (or an array holding one) are a 400, as OpenAI answers', async () => {
