@@ -82,7 +82,7 @@ describe('answers of OpenAI-compatible and Anthropic upstreams', () => {
       expect(await eventOf(fallback, 'silent-start')).toEqual({ status: 504, input: 10, output: 0 });
     });
 
-    it('a call the upstream refused (429) before the client left is not billed', async () => {
+    it('a call the upstream refused (429) is not billed its input', async () => {
       s.fake.queue({ status: 429, headers: { 'retry-after': '0' } });
       const res = await chat(fallback, {}, { 'x-request-id': 'refused-429' });
       expect(res.statusCode).toBe(429);
