@@ -1,0 +1,19 @@
+import { sql, type Kysely, type Migration } from 'kysely';
+
+/**
+ * The session index of usage events holds only events that belong to a session (0003 indexed every event). Most
+ * calls name no session, and each indexed event was one more b-tree insert on the metering path: about a fifth of
+ * SQLite's work per event, and a fifth of the table's size on disk. Queries that use it must imply `session_id is
+ * not null` (`is not null` itself, or `session_id in (...)`): SQLite uses a partial index only then.
+ */
+export const migration0010UsageSessionIndex: Migration = {
+  async up(db: Kysely<unknown>) {
+    await db.schema.dropIndex('usage_events_session_idx').ifExists().execute();
+    await db.schema
+      .createIndex('usage_events_session_idx')
+      .on('usage_events')
+      .columns(['tenant_id', 'project_id', 'session_id', 'created_at'])
+      .where(sql.ref('session_id'), 'is not', null)
+      .execute();
+  },
+};
