@@ -3,3 +3,20 @@ export function isUniqueViolation(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
 }
+
+/** SQLite's codes for a row the database will not take (any SQLITE_CONSTRAINT_* too). */
+const SQLITE_ROW_REFUSALS = new Set(['SQLITE_MISMATCH', 'SQLITE_TOOBIG', 'SQLITE_RANGE']);
+
+/**
+ * The database refused the rows themselves, and would refuse them again: PostgreSQL's data exceptions and integrity
+ * violations (SQLSTATE classes 22 and 23), SQLite's constraint, type and size errors, or a value the driver cannot
+ * bind (a TypeError or RangeError). Anything else (unreachable, read-only, full, locked, timed out) is the
+ * database's state, and the same rows may well be written later.
+ */
+export function isRefusedRow(err: unknown): boolean {
+  if (err instanceof TypeError || err instanceof RangeError) return true;
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return false;
+  if (/^2[23][0-9A-Z]{3}$/.test(code)) return true;
+  return code.startsWith('SQLITE_CONSTRAINT') || SQLITE_ROW_REFUSALS.has(code);
+}

@@ -1,20 +1,19 @@
 import { setImmediate as nextMacrotask, setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
+import { isRefusedRow } from '../db/errors.js';
 
 export interface BufferedWriterOptions<T> {
   /** What is buffered, for log lines ("audit", "usage"). */
   name: string;
   /** Writes a batch; throws when it could not. */
   write(batch: T[]): Promise<void>;
-  /** Resolves when the database answers: tells an outage apart from a refused row. */
-  ping(): Promise<unknown>;
   /** What to log about an item that was dropped. */
   describe(item: T): Record<string, unknown>;
   log: Logger;
 }
 
 const FLUSH_INTERVAL_MS = 1_000;
-/** When the database is unreachable the buffer keeps at most this many items, dropping the oldest. */
+/** While the database cannot take writes the buffer keeps at most this many items, dropping (and reporting) the oldest. */
 const MAX_BUFFERED = 100_000;
 /**
  * Items per write (one transaction). With SQLite a statement blocks the event loop (about 6 µs an item), so a
@@ -40,6 +39,7 @@ export class BufferedWriter<T> {
   private buffer: T[] = [];
   private flushing: Promise<void> | null = null;
   private retryAt = 0;
+  private closed = false;
   private readonly timer: NodeJS.Timeout;
 
   constructor(private readonly options: BufferedWriterOptions<T>) {
@@ -48,11 +48,22 @@ export class BufferedWriter<T> {
   }
 
   push(item: T): void {
+    if (this.closed) {
+      // After close() nothing flushes again (a call cut at the shutdown deadline that ended later): say so.
+      this.options.log.error(this.options.describe(item), `${this.options.name} event arrived after shutdown's last write; it is lost`);
+      return;
+    }
     this.buffer.push(item);
-    if (this.buffer.length > MAX_BUFFERED) this.buffer.splice(0, this.buffer.length - MAX_BUFFERED);
+    if (this.buffer.length > MAX_BUFFERED) this.dropOldest();
     // One flush at a time: while one runs, pushes only buffer (it starts the next when it ends), so a slow database
     // does not gather a waiting flush call per pushed item.
     if (!this.flushing) this.flushIfFull();
+  }
+
+  private dropOldest(): void {
+    const dropped = this.buffer.length - MAX_BUFFERED;
+    this.buffer.splice(0, dropped);
+    this.options.log.error({ dropped, kept: MAX_BUFFERED }, `${this.options.name} buffer is full while the database cannot take writes; the oldest events are dropped`);
   }
 
   private flushIfFull(): void {
@@ -80,50 +91,50 @@ export class BufferedWriter<T> {
     for (let start = 0; start < batch.length; start += WRITE_SLICE) {
       // Also before the first slice: a flush that waited for another must not write right behind it.
       await nextMacrotask();
-      if (!(await this.write(batch.slice(start, start + WRITE_SLICE)))) {
+      const slice = batch.slice(start, start + WRITE_SLICE);
+      const done = await this.write(slice);
+      if (done < slice.length) {
         // What was not written goes back ahead of what arrived meanwhile, in order.
-        this.buffer = batch.slice(start).concat(this.buffer).slice(-MAX_BUFFERED);
+        this.buffer = batch.slice(start + done).concat(this.buffer);
+        if (this.buffer.length > MAX_BUFFERED) this.dropOldest();
         return;
       }
     }
   }
 
   /**
-   * A failed slice is either an unreachable database (false: keep it and the rest for the next attempt) or an item
-   * the database refuses (write the rest one by one, drop and report only the refused ones), so nothing blocks the rest.
+   * Writes a slice; returns how many of its items are done with (written, or refused and dropped). A failed slice is
+   * either rows the database refuses (written one by one then, and only the refused ones dropped and reported, so
+   * that they do not block the rest) or the database's own state: unreachable, read-only after a failover, full,
+   * locked. Then the items wait for the next attempt: a database that answers `select 1` can still refuse every
+   * write, and dropping rows then would lose everything metered meanwhile.
    */
-  private async write(batch: T[]): Promise<boolean> {
-    const { name, log } = this.options;
+  private async write(batch: T[]): Promise<number> {
     try {
       await this.options.write(batch);
-      return true;
+      return batch.length;
     } catch (err) {
-      if (!(await this.databaseReachable())) {
-        this.retryAt = Date.now() + RETRY_PAUSE_MS;
-        log.error({ err, events: batch.length }, `${name} flush failed; database unreachable, will retry`);
-        return false;
-      }
+      if (!isRefusedRow(err)) return this.waitForDatabase(err, 0);
     }
     let dropped = 0;
-    for (const item of batch) {
+    for (const [index, item] of batch.entries()) {
       try {
         await this.options.write([item]);
       } catch (err) {
+        if (!isRefusedRow(err)) return this.waitForDatabase(err, index);
         dropped++;
-        log.error({ err, ...this.options.describe(item) }, `${name} event refused by the database; dropped`);
+        this.options.log.error({ err, ...this.options.describe(item) }, `${this.options.name} event refused by the database; dropped`);
       }
     }
-    if (dropped > 0) log.error({ dropped, written: batch.length - dropped }, `${name} flush wrote the batch row by row`);
-    return true;
+    if (dropped > 0) this.options.log.error({ dropped, written: batch.length - dropped }, `${this.options.name} flush wrote the batch row by row`);
+    return batch.length;
   }
 
-  private async databaseReachable(): Promise<boolean> {
-    try {
-      await this.options.ping();
-      return true;
-    } catch {
-      return false;
-    }
+  /** Pauses flushing after a failure of the database itself; `done`: items of the slice dealt with before it. */
+  private waitForDatabase(err: unknown, done: number): number {
+    this.retryAt = Date.now() + RETRY_PAUSE_MS;
+    this.options.log.error({ err }, `${this.options.name} flush failed; the database cannot take writes now, will retry`);
+    return done;
   }
 
   /** Writes what is left, retrying for a while when the database is unreachable; what still fails is reported lost. */
@@ -135,6 +146,7 @@ export class BufferedWriter<T> {
       await sleep(Math.min(RETRY_PAUSE_MS, deadline - Date.now()));
       await this.flush();
     }
+    this.closed = true;
     if (this.buffer.length > 0) {
       this.options.log.error({ lost: this.buffer.length }, `${this.options.name} events could not be written before shutdown; they are lost`);
     }

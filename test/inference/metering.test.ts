@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HOUR_MS } from '../../src/platform/time.js';
 import { BACKENDS } from '../helpers/app.js';
@@ -233,5 +234,22 @@ describe.each(BACKENDS)('usage metering on %s', (backend) => {
     expect(total('chat', 'cost')).toBeCloseTo(3 * CHAT_COST, 12);
     expect([total('embeddings', 'requests'), total('embeddings', 'errors'), total('embeddings', 'input_tokens'), total('embeddings', 'output_tokens')]).toEqual([1, 0, PROMPT, 0]);
     expect(total('embeddings', 'cost')).toBeCloseTo((PROMPT * 2.5) / 1e6, 12);
+  });
+
+  it.runIf(backend === 'sqlite')('keeps the events of calls made while the database answers but takes no writes, and writes them later', async () => {
+    const model = await registerFakeModel(s.t, s.fake, { pricing: PRICING });
+    const db = s.t.ctx.database.db;
+    await s.t.ctx.services.usage.flush();
+    // A read-only database (a failover to a standby, a full disk) still answers `select 1`.
+    await sql`pragma query_only = 1`.execute(db);
+    try {
+      for (let i = 0; i < 3; i++) expect((await post(s.t, s.token.value, '/chat/completions', chatBody(model))).statusCode).toBe(200);
+      await s.t.ctx.services.usage.flush();
+      expect(s.t.ctx.services.usage.pending).toBe(3);
+    } finally {
+      await sql`pragma query_only = 0`.execute(db);
+    }
+    await s.t.ctx.services.usage.flush();
+    expect(await usageRowsOf(s.t, model)).toHaveLength(3);
   });
 });

@@ -26,7 +26,6 @@ export class AuditService {
     this.writer = new BufferedWriter({
       name: 'audit',
       write: (batch) => store.insertMany(batch),
-      ping: () => store.ping(),
       describe: (event) => ({ auditId: event.id, action: event.action }),
       log,
     });

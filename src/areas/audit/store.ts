@@ -81,10 +81,6 @@ export class AuditStore {
     for (let start = 0; start < events.length; start += INSERT_CHUNK) await this.insertChunk(events.slice(start, start + INSERT_CHUNK));
   }
 
-  async ping(): Promise<void> {
-    await sql`select 1`.execute(this.db);
-  }
-
   private async insertChunk(events: AuditEvent[]): Promise<void> {
     if (events.length === 0) return;
     await this.db

@@ -59,7 +59,6 @@ export class GuardrailEvaluator {
     this.records = new BufferedWriter({
       name: 'guardrail evaluations',
       write: (batch) => store.insertEvaluations(batch),
-      ping: () => store.ping(),
       describe: (record) => ({ evaluationId: record.id, requestId: record.requestId }),
       log,
     });

@@ -210,8 +210,4 @@ export class GuardrailStore {
       .executeTakeFirstOrThrow();
     return { evaluations: Number(row.evaluations), failed: Number(row.failed ?? 0) };
   }
-
-  async ping(): Promise<void> {
-    await this.db.selectFrom('guardrails').select('id').limit(1).execute();
-  }
 }

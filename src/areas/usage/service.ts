@@ -37,7 +37,6 @@ export class UsageService {
     this.writer = new BufferedWriter({
       name: 'usage',
       write: (batch) => store.insertMany(batch, () => this.letRequestsIn()),
-      ping: () => store.ping(),
       describe: (event) => ({ usageId: event.id, requestId: event.requestId }),
       log,
     });

@@ -189,8 +189,4 @@ export class UsageStore {
     const row = await query.executeTakeFirst();
     return { tokens: Number(row?.tokens ?? 0), cost: Number(row?.cost ?? 0) };
   }
-
-  async ping(): Promise<void> {
-    await sql`select 1`.execute(this.db);
-  }
 }
