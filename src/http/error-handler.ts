@@ -43,12 +43,12 @@ function send(reply: FastifyReply, appError: AppError): void {
 
 /**
  * Errors Fastify raises before routing (a badly encoded URL, an over-long path parameter): hooks do not run
- * for these, so the request id header is set here.
+ * for these, so the headers every answer carries are set here (no upstream was asked).
  */
 export function frameworkErrorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const status = typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
   const message = error.code === 'FST_ERR_BAD_URL' ? `Malformed URL: ${request.url.slice(0, 200)}` : error.message;
-  void reply.header('x-request-id', requestIdFromHeaders(request));
+  void reply.header('x-request-id', requestIdFromHeaders(request)).header('x-waygate-overhead-ms', reply.elapsedTime.toFixed(3));
   send(reply, new AppError(status, 'invalid_request_error', message, error.code === 'FST_ERR_BAD_URL' ? 'bad_url' : 'invalid_request'));
 }
 

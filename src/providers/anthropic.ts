@@ -255,11 +255,11 @@ export function anthropic(client: UpstreamClient): Provider {
     async chat(target, body, options): Promise<JsonResult> {
       const response = await client.postJson(request(target, body, false, options));
       const message = parseObject(response.text);
-      return { body: fromAnthropicMessage(message), usage: anthropicUsage(message.usage), upstreamMs: response.ms };
+      return { body: fromAnthropicMessage(message), usage: anthropicUsage(message.usage) };
     },
     async chatStream(target, body, options): Promise<ChatStream> {
       const response = await client.postStream(request(target, body, true, options));
-      return { chunks: anthropicChunks(response.body, response.complete), upstreamMs: response.ms };
+      return { chunks: anthropicChunks(response.body, response.complete) };
     },
     async embeddings() {
       throw ERRORS.validation('Anthropic models do not offer embeddings');

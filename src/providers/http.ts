@@ -26,11 +26,6 @@ export interface UpstreamRequest {
   signal: AbortSignal;
 }
 
-export interface UpstreamResponse {
-  /** Milliseconds until the response headers arrived (the last attempt). */
-  ms: number;
-}
-
 const BACKOFF_BASE_MS = 200;
 const BACKOFF_CAP_MS = 2_000;
 /** A Retry-After longer than this is not waited for: the caller gets the 429 (or the next fallback runs). */
@@ -87,9 +82,9 @@ export class UpstreamClient {
   }
 
   /** POSTs JSON and reads the whole answer; non-2xx answers become UpstreamError (after retries). */
-  async postJson(request: UpstreamRequest): Promise<UpstreamResponse & { text: string }> {
+  async postJson(request: UpstreamRequest): Promise<{ text: string }> {
     const exchange = await this.withRetries(request, false);
-    return { ms: exchange.ms, text: exchange.text() };
+    return { text: exchange.text() };
   }
 
   /**
@@ -97,9 +92,9 @@ export class UpstreamClient {
    * has seen the end of the answer (`[DONE]`) calls `complete()` before it stops: the rest of the body is then read
    * and dropped, so that the connection stays in the pool, instead of the request being aborted.
    */
-  async postStream(request: UpstreamRequest): Promise<UpstreamResponse & { body: AsyncIterable<Buffer>; complete(): void }> {
+  async postStream(request: UpstreamRequest): Promise<{ body: AsyncIterable<Buffer>; complete(): void }> {
     const exchange = await this.withRetries(request, true);
-    return { ms: exchange.ms, body: exchange.chunks(), complete: () => exchange.complete() };
+    return { body: exchange.chunks(), complete: () => exchange.complete() };
   }
 
   private async withRetries(request: UpstreamRequest, streaming: boolean): Promise<Exchange> {
@@ -149,11 +144,8 @@ const RETRY_AFTER = 'retry-after';
  */
 class Exchange implements Dispatcher.DispatchHandler {
   status = 0;
-  /** Milliseconds from dispatch to the response headers. */
-  ms = 0;
   retryAfter: string | undefined;
   readonly answered: Promise<void>;
-  private readonly started = performance.now();
   private settle!: (error?: Error) => void;
   private abortRequest: ((reason: Error) => void) | null = null;
   private stopReason: Error | null = null;
@@ -205,7 +197,6 @@ class Exchange implements Dispatcher.DispatchHandler {
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
     if (statusCode < 200) return true;
     this.status = statusCode;
-    this.ms = performance.now() - this.started;
     if (statusCode >= 300) this.retryAfter = headerValue(rawHeaders, RETRY_AFTER);
     else if (this.streaming) {
       this.streamingBody = true;

@@ -54,7 +54,7 @@ export function completionFromText(body: JsonObject, reply: string, model: strin
     choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, finish_reason: truncated ? 'length' : 'stop', logprobs: null }],
     usage: openAiUsage({ inputTokens: input, outputTokens: output }),
   };
-  return { body: completion, usage: { inputTokens: input, outputTokens: output, estimated: false }, upstreamMs: 0 };
+  return { body: completion, usage: { inputTokens: input, outputTokens: output, estimated: false } };
 }
 
 /** The same answer as chunks: role, one chunk per word, the finish reason, then usage. */
@@ -146,7 +146,6 @@ export function embeddingsFromText(body: JsonObject, model: string): JsonResult 
   return {
     body: { object: 'list', data, model, usage: { prompt_tokens: tokens, total_tokens: tokens } },
     usage: { inputTokens: tokens, outputTokens: 0, estimated: false },
-    upstreamMs: 0,
   };
 }
 
@@ -157,7 +156,7 @@ export function local(): Provider {
       return completionFromText(body, localReply(body), target.upstreamModel);
     },
     async chatStream(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<ChatStream> {
-      return { chunks: chunksFromText(body, localReply(body), target.upstreamModel, 0, options.signal), upstreamMs: 0 };
+      return { chunks: chunksFromText(body, localReply(body), target.upstreamModel, 0, options.signal) };
     },
     async embeddings(target: ModelTarget, body: JsonObject) {
       return embeddingsFromText(body, target.upstreamModel);

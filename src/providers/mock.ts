@@ -28,15 +28,13 @@ async function behave(target: ModelTarget, options: CallOptions): Promise<void> 
 export function mock(): Provider {
   return {
     async chat(target, body, options) {
-      const started = performance.now();
       await behave(target, options);
-      return { ...completionFromText(body, target.mock?.reply ?? DEFAULT_REPLY, target.upstreamModel), upstreamMs: performance.now() - started };
+      return completionFromText(body, target.mock?.reply ?? DEFAULT_REPLY, target.upstreamModel);
     },
     async chatStream(target, body, options) {
-      const started = performance.now();
       await behave(target, options);
       const pause = (target.mock?.latencyMs ?? 0) / 10;
-      return { chunks: chunksFromText(body, target.mock?.reply ?? DEFAULT_REPLY, target.upstreamModel, pause, options.signal), upstreamMs: performance.now() - started };
+      return { chunks: chunksFromText(body, target.mock?.reply ?? DEFAULT_REPLY, target.upstreamModel, pause, options.signal) };
     },
     async embeddings(target, body, options) {
       await behave(target, options);
@@ -47,7 +45,7 @@ export function mock(): Provider {
       const inputs = Array.isArray(body.input) ? body.input : [body.input];
       const results = inputs.map(() => ({ flagged: false, categories: {}, category_scores: {} }));
       const tokens = estimateEmbeddingInput(body.input);
-      return { body: { id: `modr-${Date.now()}`, model: target.upstreamModel, results }, usage: { inputTokens: tokens, outputTokens: 0, estimated: false }, upstreamMs: 0 };
+      return { body: { id: `modr-${Date.now()}`, model: target.upstreamModel, results }, usage: { inputTokens: tokens, outputTokens: 0, estimated: false } };
     },
   };
 }

@@ -48,7 +48,7 @@ export class OpenAiStyleProvider implements Provider {
     const parsed = parseObject(response.text);
     // Some routers (OpenRouter, for one) answer a failed call with 200 and an error object: that is no answer.
     if (isErrorAnswer(parsed)) throw new UpstreamError('http', 'Upstream answered 200 with an error', 502, { error: parsed.error as Record<string, unknown> });
-    return { body: parsed, raw: response.text, usage: usageOf(parsed), upstreamMs: response.ms };
+    return { body: parsed, raw: response.text, usage: usageOf(parsed) };
   }
 
   chat(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<JsonResult> {
@@ -65,7 +65,7 @@ export class OpenAiStyleProvider implements Provider {
       body: JSON.stringify({ ...body, model: target.upstreamModel, stream: true, stream_options: streamOptions }),
       signal: options.signal,
     });
-    return { chunks: streamedChunks(response.body, response.complete), upstreamMs: response.ms };
+    return { chunks: streamedChunks(response.body, response.complete) };
   }
 
   embeddings(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<JsonResult> {

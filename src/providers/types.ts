@@ -48,8 +48,6 @@ export interface JsonResult {
   body: JsonObject;
   raw?: string;
   usage: Usage | null;
-  /** Milliseconds from sending the request to having the whole answer. */
-  upstreamMs: number;
 }
 
 /** One `chat.completion.chunk`; `raw` is the upstream's JSON text when it can be forwarded as is. */
@@ -60,8 +58,6 @@ export interface ChatChunk {
 
 export interface ChatStream {
   chunks: AsyncIterable<ChatChunk>;
-  /** Milliseconds until the upstream answered with its response headers. */
-  upstreamMs: number;
 }
 
 export interface Provider {

@@ -189,6 +189,12 @@ describe.each(BACKENDS)('OpenAI-compatible client endpoints on %s', (backend) =>
     expect(res.statusCode).toBe(404);
     expect(res.headers['x-request-id']).toBe('req-err-1');
     expectGatewayHeaders(res);
+    // Refused by the router before any hook runs: a malformed URL, an over-long path parameter.
+    for (const url of ['/api/client/v1/models/%zz', `/api/client/v1/models/${'m'.repeat(2000)}`]) {
+      const refused = await call(s.t.app, s.token.value, { method: 'GET', url });
+      expect([400, 414], url).toContain(refused.statusCode);
+      expectGatewayHeaders(refused);
+    }
   });
 
   describe('bad input is refused before any upstream call', () => {

@@ -185,19 +185,20 @@ describe.each(BACKENDS)('streamed chat completions on %s', (backend) => {
       sessionId: null,
       signal: new AbortController().signal,
       startedAt: performance.now(),
+      timing: { upstreamMs: 0 },
     };
     // The upstream is still sending: closing the unread stream must end its request too.
     s.fake.queue({ pieceDelayMs: 200 });
     const aborted = s.fake.aborted;
-    const answer = await s.t.ctx.services.inference.chatStream(caller, chatBody(model, { stream: true }) as Record<string, unknown>);
-    await answer.frames.return!(undefined);
+    const frames = await s.t.ctx.services.inference.chatStream(caller, chatBody(model, { stream: true }) as Record<string, unknown>);
+    await frames.return!(undefined);
     await vi.waitFor(() => expect(s.fake.aborted).toBe(aborted + 1), { timeout: 5_000, interval: 20 });
     const rows = (await usageRowsOf(s.t, model)).filter((r) => r.request_id === 'req-closed-unread');
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ status: 499, streamed: 1, output_tokens: 0, input_tokens: 10 });
     // Closing it again, or reading it after, adds nothing.
-    await answer.frames.return!(undefined);
-    expect((await answer.frames.next()).done).toBe(true);
+    await frames.return!(undefined);
+    expect((await frames.next()).done).toBe(true);
     expect((await usageRowsOf(s.t, model)).filter((r) => r.request_id === 'req-closed-unread')).toHaveLength(1);
   });
 

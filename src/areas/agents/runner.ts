@@ -8,7 +8,7 @@ import { estimateChatInput, estimateTokens } from '../../providers/tokens.js';
 import type { JsonObject } from '../../providers/types.js';
 import type { GuardrailEvaluator } from '../guardrails/evaluator.js';
 import type { GuardrailService } from '../guardrails/service.js';
-import type { Caller, InferenceService } from '../inference/service.js';
+import { statusOf, type Caller, type InferenceService } from '../inference/service.js';
 import type { UsageService } from '../usage/service.js';
 import { callConnection, type TurnMessage } from './connectors.js';
 import { checkActive, type AgentService } from './service.js';
@@ -199,10 +199,13 @@ export class AgentRunner {
       usage = answer.usage ?? { inputTokens: estimateInput(), outputTokens: estimateTokens(answer.text) };
       return { text: answer.text, usage, remoteContext: answer.remoteContext ?? undefined };
     } catch (err) {
-      status = (err as { statusCode?: number }).statusCode ?? 500;
+      status = statusOf(err);
       throw err;
     } finally {
-      this.meter(caller, agent, connection.protocol, endpoint, usage, status, performance.now() - started);
+      const ms = performance.now() - started;
+      // The agent's time is upstream time: the request's x-waygate-overhead-ms leaves it out.
+      caller.timing.upstreamMs += ms;
+      this.meter(caller, agent, connection.protocol, endpoint, usage, status, ms);
       await this.inference.settleUnpriced(reservation, usage);
     }
   }

@@ -330,6 +330,7 @@ export class BatchWorker {
       sessionId: null,
       signal: this.abort.signal,
       startedAt: performance.now(),
+      timing: { upstreamMs: 0 },
       service: 'batches',
     };
     let answer: JsonAnswer;

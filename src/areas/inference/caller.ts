@@ -20,6 +20,8 @@ export function callerOf(request: FastifyRequest, reply: FastifyReply): Caller {
     sessionId: typeof session === 'string' && session !== '' ? session.slice(0, MAX_SESSION_ID) : null,
     signal: connectionSignal(request),
     startedAt: performance.now() - reply.elapsedTime,
+    // The request itself: its upstream time is what the x-waygate-overhead-ms header leaves out.
+    timing: request,
   };
 }
 

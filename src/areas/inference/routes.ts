@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Context } from '../../context.js';
 import { projectScope, requireApiToken } from '../../http/guards.js';
 import type { JsonObject } from '../../providers/types.js';
@@ -8,8 +8,7 @@ import { callerOf } from './caller.js';
 import type { JsonAnswer } from './service.js';
 
 /** The provider's JSON, byte for byte when it was not changed. */
-function sendAnswer(request: FastifyRequest, reply: FastifyReply, answer: JsonAnswer) {
-  request.upstreamMs = answer.upstreamMs;
+function sendAnswer(reply: FastifyReply, answer: JsonAnswer) {
   return reply.header('content-type', 'application/json; charset=utf-8').send(answer.raw ?? JSON.stringify(answer.body));
 }
 
@@ -28,18 +27,17 @@ export async function inferenceRoutes(app: FastifyInstance, { ctx }: { ctx: Cont
   app.post('/api/client/v1/chat/completions', { schema: chatSchema, config }, async (request, reply) => {
     const body = request.body as JsonObject;
     const caller = callerOf(request, reply);
-    if (body.stream !== true) return sendAnswer(request, reply, await inference.chat(caller, body));
-    const answer = await inference.chatStream(caller, body);
-    request.upstreamMs = answer.upstreamMs;
+    if (body.stream !== true) return sendAnswer(reply, await inference.chat(caller, body));
+    const frames = await inference.chatStream(caller, body);
     reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache').header('x-accel-buffering', 'no');
-    return reply.send(Readable.from(answer.frames));
+    return reply.send(Readable.from(frames));
   });
 
   app.post('/api/client/v1/embeddings', { schema: embeddingsSchema, config }, async (request, reply) =>
-    sendAnswer(request, reply, await inference.embeddings(callerOf(request, reply), request.body as JsonObject)),
+    sendAnswer(reply, await inference.embeddings(callerOf(request, reply), request.body as JsonObject)),
   );
 
   app.post('/api/client/v1/moderations', { schema: moderationsSchema, config }, async (request, reply) =>
-    sendAnswer(request, reply, await inference.moderations(callerOf(request, reply), request.body as JsonObject)),
+    sendAnswer(reply, await inference.moderations(callerOf(request, reply), request.body as JsonObject)),
   );
 }

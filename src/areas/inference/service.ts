@@ -36,22 +36,20 @@ export interface Caller {
   signal: AbortSignal;
   /** performance.now() when the request arrived. */
   startedAt: number;
+  /**
+   * Where the time this caller's request spends waiting on upstreams is added up, by every model call made for it
+   * (judges and agent turns included): the request's x-waygate-overhead-ms is its time minus this.
+   */
+  timing: { upstreamMs: number };
   /** What the usage event names as the service (`chat`, `embeddings`, ... or `batches`, `agents`). */
   service?: string;
 }
 
-/** A finished JSON answer: the body (raw text when forwarded unchanged), the usage metered and the time spent upstream. */
+/** A finished JSON answer: the body (raw text when forwarded unchanged) and the usage metered. */
 export interface JsonAnswer {
   body: JsonObject;
   raw?: string;
   usage: Usage;
-  upstreamMs: number;
-}
-
-/** A started stream: SSE frames to write, and the time until the upstream answered. */
-export interface StreamAnswer {
-  frames: AsyncIterableIterator<string>;
-  upstreamMs: number;
 }
 
 /** Output tokens reserved (and the cap) for a budgeted chat call that names no max_tokens. */
@@ -133,12 +131,23 @@ function openAiModel(m: ModelRecord) {
 }
 
 /**
+ * What the upstream attempts of one call did (firstAnswer fills it in, whatever the outcome): the last model tried
+ * (a failed call is metered and priced as that one), whether a failed attempt's request had reached its upstream
+ * (abandonedUsage), and the time spent on them all, retries, backoff and fallbacks included.
+ */
+interface Attempts {
+  model: ResolvedModel;
+  reachedUpstream: boolean;
+  ms: number;
+}
+
+/**
  * What a call with no answer is billed: its input estimate when the client left (499) or the upstream timed out
  * (504) after the request had reached the upstream, which then worked on it; calls abandoned on purpose must not
  * cost a budget nothing. Nothing otherwise (refused, or never sent).
  */
-function abandonedUsage(reached: { upstream: boolean }, status: number, estimateInput: () => number): Usage | null {
-  if (!reached.upstream || (status !== STATUS_CLIENT_CLOSED && status !== 504)) return null;
+function abandonedUsage(attempts: Attempts, status: number, estimateInput: () => number): Usage | null {
+  if (!attempts.reachedUpstream || (status !== STATUS_CLIENT_CLOSED && status !== 504)) return null;
   return { inputTokens: estimateInput(), outputTokens: 0, estimated: true };
 }
 
@@ -198,7 +207,7 @@ function clientError(err: UpstreamError): AppError {
 }
 
 /** The status the client is answered for a failed call (as the error handler maps it), for its usage event. */
-function statusOf(err: unknown): number {
+export function statusOf(err: unknown): number {
   if (err instanceof AppError) return err.statusCode;
   return err instanceof DependencyUnavailableError ? 503 : 500;
 }
@@ -256,7 +265,8 @@ export class InferenceService {
    * what they use is charged.
    */
   judge(caller: Caller, options: { admit: boolean } = { admit: false }): Judge {
-    const judgeCaller: Caller = { ...caller, service: 'guardrails' };
+    // Each judge call's latency runs from its own start, not from the request's.
+    const judgeCaller = (): Caller => ({ ...caller, service: 'guardrails', startedAt: performance.now() });
     // `admit`: nothing admitted the caller yet (an agent's own guardrails run before its model call), so each judge
     // call is admitted on its own: a caller over its limits gets its 429 before any judge model is called.
     const charged = !options.admit;
@@ -265,12 +275,12 @@ export class InferenceService {
       chat: async (modelKey, body) => {
         const request = { ...body, model: modelKey };
         const call = { capability: 'chat' as const, service: 'guardrails', endpoint: '/chat/completions', estimateInput: lazy(() => estimateChatInput(request)), desiredOutput: requestedMaxTokens(request) ?? DEFAULT_OUTPUT_RESERVE, charged };
-        return (await this.jsonCall(judgeCaller, request, call, null, (provider, model, upstreamBody) => provider.chat(model.target, upstreamBody, callOptions))).body;
+        return (await this.jsonCall(judgeCaller(), request, call, null, (provider, model, upstreamBody) => provider.chat(model.target, upstreamBody, callOptions))).body;
       },
       moderate: async (modelKey, input) => {
         const request = { model: modelKey, input };
         const call = { capability: 'moderation' as const, service: 'guardrails', endpoint: '/moderations', estimateInput: lazy(() => estimateEmbeddingInput(input)), desiredOutput: 0, charged };
-        return (await this.jsonCall(judgeCaller, request, call, null, (provider, model, upstreamBody) => provider.moderations(model.target, upstreamBody, callOptions))).body;
+        return (await this.jsonCall(judgeCaller(), request, call, null, (provider, model, upstreamBody) => provider.moderations(model.target, upstreamBody, callOptions))).body;
       },
     };
   }
@@ -345,25 +355,32 @@ export class InferenceService {
   }
 
   /**
-   * Tries each candidate in turn; a failure that is not the caller's fault hands over to the next one. `reached`
-   * records whether a failed attempt's request had reached its upstream (for abandonedUsage).
+   * Tries each candidate in turn; a failure that is not the caller's fault hands over to the next one. `attempts`
+   * records what the attempts did; their time is added to the caller's upstream time.
    */
-  private async firstAnswer<T>(candidates: ResolvedModel[], reached: { upstream: boolean }, call: (model: ResolvedModel) => Promise<T>): Promise<{ model: ResolvedModel; answer: T }> {
+  private async firstAnswer<T>(caller: Caller, candidates: ResolvedModel[], attempts: Attempts, call: (model: ResolvedModel) => Promise<T>): Promise<T> {
+    const startedAt = performance.now();
     let last: unknown;
-    for (const model of candidates) {
-      if (model.unreadable) {
-        last = ERRORS.unavailable(`Model "${model.record.key}" cannot be called: its stored provider credentials cannot be decrypted (the secret key changed); set provider.apiKey and provider.headers again with PATCH /api/models/${model.record.key}`);
-        continue;
+    try {
+      for (const model of candidates) {
+        if (model.unreadable) {
+          last = ERRORS.unavailable(`Model "${model.record.key}" cannot be called: its stored provider credentials cannot be decrypted (the secret key changed); set provider.apiKey and provider.headers again with PATCH /api/models/${model.record.key}`);
+          continue;
+        }
+        attempts.model = model;
+        try {
+          return await call(model);
+        } catch (err) {
+          last = err;
+          if (err instanceof UpstreamError && err.reachedUpstream) attempts.reachedUpstream = true;
+          const handOver = err instanceof UpstreamError && (err.retryable || err.failure === 'malformed');
+          if (!handOver) break;
+          this.log.warn({ model: model.record.key, failure: err.failure, status: err.status }, 'upstream call failed; trying the next fallback');
+        }
       }
-      try {
-        return { model, answer: await call(model) };
-      } catch (err) {
-        last = err;
-        if (err instanceof UpstreamError && err.reachedUpstream) reached.upstream = true;
-        const handOver = err instanceof UpstreamError && (err.retryable || err.failure === 'malformed');
-        if (!handOver) break;
-        this.log.warn({ model: model.record.key, failure: err.failure, status: err.status }, 'upstream call failed; trying the next fallback');
-      }
+    } finally {
+      attempts.ms = performance.now() - startedAt;
+      caller.timing.upstreamMs += attempts.ms;
     }
     throw last instanceof UpstreamError ? clientError(last) : last;
   }
@@ -427,35 +444,33 @@ export class InferenceService {
     const guards = guarded && hasGuardrails(primary.record) ? await this.guardrails.forModel(caller.scope, primary.record) : NO_GUARDS;
     // Admission first: a caller over its limits gets its 429 before any guardrail (or judge model) runs.
     const reservation = options.charged ? null : await this.admit(caller, candidates, options.estimateInput, options.desiredOutput, options.choices);
-    let model = primary;
+    const attempts: Attempts = { model: primary, reachedUpstream: false, ms: 0 };
     let usage: Usage | null = null;
-    let upstreamMs = 0;
-    const reached = { upstream: false };
+    let result: JsonResult;
+    let answer: JsonObject;
     this.usage.expect();
     try {
       const sent = guarded ? await this.guardInput(caller, primary, guards.input, body, guarded.input) : body;
       // Capped per candidate: the output limit's field name depends on the provider a fallback goes to.
-      const first = await this.firstAnswer(candidates, reached, (m) => run(this.providers[m.record.provider.type], m, capped(sent, reservation, m.target)));
-      ({ model } = first);
-      upstreamMs = first.answer.upstreamMs;
-      usage = first.answer.usage ?? { inputTokens: options.estimateInput(), outputTokens: options.estimateOutput?.(first.answer.body) ?? 0, estimated: true };
-      let answer: JsonObject = first.answer.body;
+      result = await this.firstAnswer(caller, candidates, attempts, (m) => run(this.providers[m.record.provider.type], m, capped(sent, reservation, m.target)));
+      usage = result.usage ?? { inputTokens: options.estimateInput(), outputTokens: options.estimateOutput?.(result.body) ?? 0, estimated: true };
+      answer = result.body;
       if (guarded?.output && guards.output.length > 0) {
         const texts = guarded.output(answer);
         answer = texts.write((await this.evaluator.enforce(this.evaluationContext(caller, primary, 'output'), guards.output, texts.texts)).texts);
       }
-      await this.settle(reservation, model.record.pricing, usage, options.charged ? caller : null);
-      this.meter(caller, model, options.endpoint, options.service, usage, 200, upstreamMs, false);
-      // The upstream's own bytes, unless a guardrail changed the answer.
-      return { body: answer, raw: answer === first.answer.body ? first.answer.raw : undefined, usage, upstreamMs };
     } catch (err) {
       // An answer refused by an output guardrail was still made and is billed; so is the input of a call abandoned.
       const status = statusOf(err);
-      usage ??= abandonedUsage(reached, status, options.estimateInput);
-      await this.settle(reservation, model.record.pricing, usage, options.charged ? caller : null);
-      this.meter(caller, model, options.endpoint, options.service, usage, status, upstreamMs, false);
+      usage ??= abandonedUsage(attempts, status, options.estimateInput);
+      await this.settle(reservation, attempts.model.record.pricing, usage, options.charged ? caller : null);
+      this.meter(caller, attempts.model, options.endpoint, options.service, usage, status, attempts.ms, false);
       throw err;
     }
+    await this.settle(reservation, attempts.model.record.pricing, usage, options.charged ? caller : null);
+    this.meter(caller, attempts.model, options.endpoint, options.service, usage, 200, attempts.ms, false);
+    // The upstream's own bytes, unless a guardrail changed the answer.
+    return { body: answer, raw: answer === result.body ? result.raw : undefined, usage };
   }
 
   // Token estimates are needed only under a limit or when an upstream reports no usage: computed on first use.
@@ -485,28 +500,30 @@ export class InferenceService {
    * A streamed chat call. Retries and fallbacks happen before the first byte; after it, a failure ends the stream
    * with an error event and `[DONE]`. Usage is taken from the upstream's usage chunk (always requested) or counted.
    */
-  async chatStream(caller: Caller, body: JsonObject): Promise<StreamAnswer> {
+  async chatStream(caller: Caller, body: JsonObject): Promise<AsyncIterableIterator<string>> {
     const candidates = await this.candidates(caller.scope, body.model, 'chat');
     const primary = candidates[0]!;
     const guards = hasGuardrails(primary.record) ? await this.guardrails.forModel(caller.scope, primary.record) : NO_GUARDS;
     const estimateInput = lazy(() => estimateChatInput(body));
     const reservation = await this.admit(caller, candidates, estimateInput, desiredChatOutput(body), choiceCount(body));
-    let started: { model: ResolvedModel; answer: Awaited<ReturnType<Provider['chatStream']>> };
-    const reached = { upstream: false };
+    const attempts: Attempts = { model: primary, reachedUpstream: false, ms: 0 };
+    let chunks: AsyncIterable<ChatChunk>;
     this.usage.expect();
     try {
       const sent = await this.guardInput(caller, primary, guards.input, body, chatInputTexts);
-      started = await this.firstAnswer(candidates, reached, async (m) => {
+      // Up to the first chunk: the upstream's time to its first token is upstream time, not Waygate's.
+      chunks = await this.firstAnswer(caller, candidates, attempts, async (m) => {
         const answer = await this.providers[m.record.provider.type].chatStream(m.target, capped(sent, reservation, m.target), { signal: caller.signal, requestId: caller.requestId });
-        return { ...answer, chunks: await withFirstRead(answer.chunks) };
+        return withFirstRead(answer.chunks);
       });
     } catch (err) {
       const status = statusOf(err);
-      const usage = abandonedUsage(reached, status, estimateInput);
-      await this.settle(reservation, candidates[0]!.record.pricing, usage);
-      this.meter(caller, candidates[0]!, '/chat/completions', 'chat', usage, status, 0, true);
+      const usage = abandonedUsage(attempts, status, estimateInput);
+      await this.settle(reservation, attempts.model.record.pricing, usage);
+      this.meter(caller, attempts.model, '/chat/completions', 'chat', usage, status, attempts.ms, true);
       throw err;
     }
+    const { model } = attempts;
     const includeUsage = (body.stream_options as { include_usage?: unknown } | undefined)?.include_usage === true;
     let guard: ((chunks: AsyncIterable<ChatChunk>) => AsyncIterable<ChatChunk>) | undefined;
     if (guards.output.length > 0) {
@@ -515,17 +532,17 @@ export class InferenceService {
       const texts = (all: string[]) => all.map((text) => ({ text, trusted: false }));
       guard = (chunks) => guardStream(chunks, (all, final) => this.evaluator.enforce(context, guards.output, texts(all), final), mode);
     }
-    const upstreamStartedAt = performance.now() - started.answer.upstreamMs;
+    const upstreamStartedAt = performance.now() - attempts.ms;
     const options = { reservation, estimateInput, includeUsage, upstreamStartedAt, guard };
-    const frames = this.frames(caller, started.model, started.answer.chunks, options);
+    const frames = this.frames(caller, model, chunks, options);
     // Closed before its first read (the client left, or the reply failed, right after the stream was handed over):
     // the call is still settled and metered, as a cut-off stream with nothing sent, and its upstream request ends
     // (its first chunk was read, so the upstream's reader is under way and holds the connection).
     const closedUnread = async () => {
-      await started.answer.chunks[Symbol.asyncIterator]().return?.();
-      await this.endStream(caller, started.model, options, { inputTokens: estimateInput(), outputTokens: 0, estimated: true }, STATUS_CLIENT_CLOSED);
+      await chunks[Symbol.asyncIterator]().return?.();
+      await this.endStream(caller, model, options, { inputTokens: estimateInput(), outputTokens: 0, estimated: true }, STATUS_CLIENT_CLOSED);
     };
-    return { frames: meteredEvenUnread(frames, closedUnread), upstreamMs: started.answer.upstreamMs };
+    return meteredEvenUnread(frames, closedUnread);
   }
 
   /** What every stream ends with, however it ends: the reservation settled and one usage event. */
