@@ -14,13 +14,18 @@ export function databaseCheck(database: DatabaseHandle, target: DatabaseTarget):
   };
 }
 
-/** `cache`: a write and read-back of a key of this instance's own (instances may share one Redis and one PID). */
+/**
+ * `cache`: a write and read-back of a key of this check run's own: probes that overlap (a load balancer and an
+ * orchestrator) must not read each other's value, and instances may share one Redis. The key is removed after, and
+ * expires anyway.
+ */
 export function cacheCheck(cache: Cache): HealthCheck {
-  const key = `health:${randomBase32(16)}`;
   return async () => {
+    const key = `health:${randomBase32(16)}`;
     const value = String(Date.now());
     await cache.set(key, value, 10_000);
     const read = await cache.get(key);
+    await cache.del(key);
     if (read !== value) return { status: 'degraded', message: 'cache read back a different value', details: { kind: cache.kind } };
     return { status: 'ok', details: { kind: cache.kind } };
   };

@@ -1,7 +1,8 @@
 import net from 'node:net';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RedisCache } from '../../src/platform/cache.js';
+import { MemoryCache, type RedisCache } from '../../src/platform/cache.js';
+import { cacheCheck } from '../../src/platform/core-checks.js';
 import { openDatabase } from '../../src/db/index.js';
 import { HealthRegistry } from '../../src/platform/health.js';
 import { BACKENDS, createTestApp, type TestApp } from '../helpers/app.js';
@@ -229,5 +230,24 @@ describe('HealthRegistry', () => {
     registry.register('automations', () => Promise.reject('scheduler stopped'));
     const report = await registry.report();
     expect(report.checks.automations).toMatchObject({ status: 'down', message: 'scheduler stopped' });
+  });
+});
+
+describe('the cache check', () => {
+  // Regression: every run wrote one key per instance, so a probe whose read came after another probe's write read
+  // that probe's value and reported the cache degraded.
+  it('overlapping runs each read back their own value', async () => {
+    const cache = new MemoryCache();
+    const later = () => new Promise((resolve) => setTimeout(resolve, 2));
+    // Round trips that take a while, as a remote Redis's do.
+    const slow = Object.assign(Object.create(cache) as MemoryCache, {
+      set: async (key: string, value: string, ttlMs: number) => (await later(), cache.set(key, value, ttlMs)),
+      get: async (key: string) => (await later(), cache.get(key)),
+    });
+    const check = cacheCheck(slow);
+    // Started a millisecond apart, so that each run writes a value of its own.
+    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => new Promise((resolve) => setTimeout(resolve, i)).then(check)));
+    expect(results.map((r) => r.status)).toEqual(Array(10).fill('ok'));
+    await cache.close();
   });
 });
