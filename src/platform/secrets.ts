@@ -67,7 +67,8 @@ export class SecretBox {
   decrypt(sealed: string): string {
     const [version, iv, tag, data] = sealed.split('.');
     if (version !== 'v1' || !iv || !tag || data === undefined) throw new Error('Unrecognised encrypted secret format');
-    const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64url'));
+    // The full 16-byte tag only: Node otherwise accepts a tag cut to 4 bytes, which is far easier to forge.
+    const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64url'), { authTagLength: 16 });
     decipher.setAuthTag(Buffer.from(tag, 'base64url'));
     return Buffer.concat([decipher.update(Buffer.from(data, 'base64url')), decipher.final()]).toString('utf8');
   }

@@ -15,13 +15,19 @@ export interface OpenAiStyleEndpoint {
   authHeaders(target: ModelTarget): Record<string, string>;
 }
 
+/** The first Azure OpenAI api-version that knows `max_completion_tokens` (older ones refuse it with a 400). */
+const AZURE_FIRST_COMPLETION_TOKENS_VERSION = '2024-09-01';
+
 /**
  * The field that limits a chat call's output when Waygate sets one the client did not: OpenAI's own API and Azure
- * OpenAI take `max_completion_tokens` (their reasoning models refuse `max_tokens`); other OpenAI-compatible servers
- * are sent `max_tokens`, the field they all know.
+ * OpenAI take `max_completion_tokens` (their reasoning models refuse `max_tokens`), except Azure api-versions dated
+ * before 2024-09-01; other OpenAI-compatible servers are sent `max_tokens`, the field they all know.
  */
-export function outputLimitField(target: Pick<ModelTarget, 'type' | 'baseUrl'>): 'max_tokens' | 'max_completion_tokens' {
-  if (target.type === 'azure-openai') return 'max_completion_tokens';
+export function outputLimitField(target: Pick<ModelTarget, 'type' | 'baseUrl' | 'apiVersion'>): 'max_tokens' | 'max_completion_tokens' {
+  if (target.type === 'azure-openai') {
+    const dated = /^\d{4}-\d{2}-\d{2}/.exec(target.apiVersion ?? '')?.[0];
+    return dated !== undefined && dated < AZURE_FIRST_COMPLETION_TOKENS_VERSION ? 'max_tokens' : 'max_completion_tokens';
+  }
   if (target.type !== 'openai-compatible') return 'max_tokens';
   const url = target.baseUrl ?? OPENAI_BASE_URL;
   return URL.canParse(url) && new URL(url).hostname === 'api.openai.com' ? 'max_completion_tokens' : 'max_tokens';

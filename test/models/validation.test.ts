@@ -41,6 +41,8 @@ const INVALID_CREATES: [string, Record<string, unknown>][] = [
   ['file: baseUrl', body((b) => (b.provider.baseUrl = 'file:///etc/passwd'))],
   ['baseUrl with user and password', body((b) => (b.provider.baseUrl = 'http://user:secret@127.0.0.1:9/v1'))],
   ['baseUrl with a user only', body((b) => (b.provider.baseUrl = 'https://sk-abc@api.example.com/v1'))],
+  ['baseUrl with a query', body((b) => (b.provider.baseUrl = 'https://res.openai.azure.com/?x=1'))],
+  ['baseUrl with a fragment', body((b) => (b.provider.baseUrl = 'https://api.example.com/v1#x'))],
   ['azure-openai without baseUrl', body((b) => (b.provider = { type: 'azure-openai', apiKey: 'k' }))],
   ['azure-openai with baseUrl null', body((b) => (b.provider = { type: 'azure-openai', baseUrl: null }))],
   ['local provider with a foreign upstreamModel', body((b) => ((b.provider = { type: 'local' }), (b.upstreamModel = 'gpt-4o')))],
@@ -58,6 +60,10 @@ const INVALID_CREATES: [string, Record<string, unknown>][] = [
   ['X-Api-Key header', body((b) => (b.provider.headers = { 'X-Api-Key': 'x' }))],
   ['Host header', body((b) => (b.provider.headers = { Host: 'evil.example' }))],
   ['Content-Length header', body((b) => (b.provider.headers = { 'Content-Length': '0' }))],
+  ['Expect header', body((b) => (b.provider.headers = { Expect: '100-continue' }))],
+  ['Keep-Alive header', body((b) => (b.provider.headers = { 'Keep-Alive': 'timeout=5' }))],
+  ['Upgrade header', body((b) => (b.provider.headers = { Upgrade: 'h2c' }))],
+  ['Accept-Encoding header', body((b) => (b.provider.headers = { 'Accept-Encoding': 'gzip' }))],
   ['header name with a space', body((b) => (b.provider.headers = { 'X Team': 'x' }))],
   ['header name with a colon', body((b) => (b.provider.headers = { 'X-Team:': 'x' }))],
   ['empty header name', body((b) => (b.provider.headers = { '': 'x' }))],
@@ -65,6 +71,8 @@ const INVALID_CREATES: [string, Record<string, unknown>][] = [
   ['header name with a newline', body((b) => (b.provider.headers = { 'X-A\r\nX-B': 'x' }))],
   ['negative input price', body((b) => (b.pricing = { inputPer1M: -1, outputPer1M: 1, currency: 'USD' }))],
   ['negative output price', body((b) => (b.pricing = { inputPer1M: 1, outputPer1M: -0.01, currency: 'USD' }))],
+  ['input price past a dollar a token', body((b) => (b.pricing = { inputPer1M: 1e308, outputPer1M: 1, currency: 'USD' }))],
+  ['output price past a dollar a token', body((b) => (b.pricing = { inputPer1M: 1, outputPer1M: 1_000_001, currency: 'USD' }))],
   ['lower-case currency', body((b) => (b.pricing = { inputPer1M: 1, outputPer1M: 1, currency: 'usd' }))],
   ['two-letter currency', body((b) => (b.pricing = { inputPer1M: 1, outputPer1M: 1, currency: 'US' }))],
   ['currency word', body((b) => (b.pricing = { inputPer1M: 1, outputPer1M: 1, currency: 'DOLLAR' }))],
@@ -190,6 +198,11 @@ describe.each(BACKENDS)('model validation on %s', (backend) => {
     expect((await create(body((b) => (b.provider.headers = { Authorization: 'x' })))).json().error.message).toContain('Authorization');
     expect((await create(body((b) => (b.fallbacks = ['no-such-model'])))).json().error.message).toContain('no-such-model');
     expect((await create(body((b) => (b.provider = { type: 'azure-openai' })))).json().error.message).toContain('baseUrl');
+    // A key pasted into baseUrl is not echoed back.
+    const pasted = await create(body((b) => (b.provider.baseUrl = 'sk-proj-SECRETKEY123')));
+    expect(pasted.statusCode).toBe(400);
+    expect(pasted.json().error.message).toContain('baseUrl');
+    expect(pasted.body).not.toContain('SECRETKEY123');
   });
 
   it('invalid PATCH bodies are 400 and leave the model unchanged', async () => {

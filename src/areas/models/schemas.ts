@@ -31,10 +31,13 @@ const ProviderType = StringEnum(PROVIDER_TYPES);
 const ProviderInput = Type.Object({ type: ProviderType, ...providerFields }, { additionalProperties: false });
 const ProviderPatch = Type.Object({ type: Type.Optional(ProviderType), ...providerFields }, { additionalProperties: false });
 
+/** A dollar a token: far above any model's price, and low enough that a call's cost is always a finite number. */
+const MAX_PRICE_PER_1M = 1_000_000;
+
 const Pricing = Type.Object(
   {
-    inputPer1M: Type.Number({ minimum: 0, description: 'Price of one million input tokens' }),
-    outputPer1M: Type.Number({ minimum: 0, description: 'Price of one million output tokens' }),
+    inputPer1M: Type.Number({ minimum: 0, maximum: MAX_PRICE_PER_1M, description: 'Price of one million input tokens' }),
+    outputPer1M: Type.Number({ minimum: 0, maximum: MAX_PRICE_PER_1M, description: 'Price of one million output tokens' }),
     currency: Type.String({ pattern: '^[A-Z]{3}$', description: 'ISO 4217 code; budgets count cost in USD' }),
   },
   { additionalProperties: false },

@@ -93,8 +93,15 @@ const BUILT_IN_KEYS = new Set([LOCAL_CHAT_MODEL, LOCAL_EMBED_MODEL]);
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$/;
 /** What an HTTP header value may hold (RFC 9110 field-value): no control characters, nothing past U+00FF. */
 const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
-/** Set by Waygate itself on upstream requests; a model may not override them. */
-const RESERVED_HEADERS = new Set(['host', 'content-length', 'content-type', 'connection', 'transfer-encoding', 'authorization', 'api-key', 'x-api-key']);
+/**
+ * Set by Waygate itself on upstream requests, or about the connection and its encoding, which Waygate's client
+ * manages (undici refuses `expect`, `keep-alive` and `upgrade`, and answers compressed by request would never be
+ * decompressed): a model may not set them.
+ */
+const RESERVED_HEADERS = new Set([
+  'host', 'content-length', 'content-type', 'connection', 'transfer-encoding', 'authorization', 'api-key', 'x-api-key',
+  'expect', 'keep-alive', 'upgrade', 'accept-encoding', 'te', 'trailer', 'proxy-connection',
+]);
 
 function checkBaseUrl(type: ProviderType, baseUrl: string | null): void {
   if (baseUrl === null) {
@@ -105,10 +112,14 @@ function checkBaseUrl(type: ProviderType, baseUrl: string | null): void {
   try {
     url = new URL(baseUrl);
   } catch {
-    throw ERRORS.validation(`provider.baseUrl is not a valid URL: ${baseUrl}`);
+    // Not echoed: a key pasted into the wrong field would come back in the answer.
+    throw ERRORS.validation('provider.baseUrl is not a valid URL');
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw ERRORS.validation('provider.baseUrl must be an http:// or https:// URL');
   if (url.username || url.password) throw ERRORS.validation('provider.baseUrl must not carry credentials; use provider.apiKey');
+  // Paths are appended to it (`/chat/completions`, `/openai/deployments/...`): after a query or fragment they would
+  // land in the query, or be dropped.
+  if (url.search || url.hash) throw ERRORS.validation('provider.baseUrl must not have a query (?...) or a fragment (#...)');
 }
 
 function checkHeaders(headers: Record<string, string> | undefined): void {
