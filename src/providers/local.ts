@@ -94,8 +94,19 @@ const CHAR_GRAM = 3;
 
 function addFeature(vector: Float64Array, feature: string, weight: number): void {
   const index = fnv1a(feature, 0) % vector.length;
-  // A second hash picks the sign, so colliding features cancel out on average instead of piling up.
-  vector[index]! += (fnv1a(feature, 0x5bd1e995) & 1) === 1 ? weight : -weight;
+  // A second hash picks the sign, so colliding features cancel out on average instead of piling up. Its top bit:
+  // FNV-1a's lowest bit is the parity of the text whatever the seed, so it would follow the index's lowest bit.
+  vector[index]! += fnv1a(feature, 0x5bd1e995) >>> 31 === 1 ? weight : -weight;
+}
+
+/**
+ * The words of a text: letters with their combining marks, and digits, after NFKC (composed and decomposed accents,
+ * full-width forms are one word). A text without any (punctuation, emoji) is taken by its whitespace-separated runs.
+ */
+function wordsOf(text: string): string[] {
+  const folded = text.normalize('NFKC').toLowerCase();
+  const words = folded.match(/[\p{L}\p{M}\p{N}]+/gu);
+  return words ?? folded.split(/\s+/).filter((run) => run !== '');
 }
 
 /**
@@ -105,7 +116,9 @@ function addFeature(vector: Float64Array, feature: string, weight: number): void
  */
 export function localEmbedding(text: string, dimensions = LOCAL_EMBED_DIMENSIONS): number[] {
   const vector = new Float64Array(dimensions);
-  const words = text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
+  const words = wordsOf(text);
+  // Blank text still gets a unit vector (a zero vector has no direction: its cosine with anything is NaN).
+  if (words.length === 0) addFeature(vector, 'blank', WORD_WEIGHT);
   words.forEach((word, i) => {
     addFeature(vector, `w:${word}`, WORD_WEIGHT);
     if (i > 0) addFeature(vector, `b:${words[i - 1]} ${word}`, WORD_WEIGHT / 2);

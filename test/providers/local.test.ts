@@ -177,6 +177,40 @@ describe('built-in local models', () => {
       expect(cosine(a!, b!)).toBeCloseTo(1, 9);
     });
 
+    // Regression: the sign came from FNV-1a's lowest bit, which follows the index's lowest bit, so colliding
+    // features always added up and unrelated texts looked alike.
+    it("a feature's sign does not follow its index, and unrelated texts are far apart", async () => {
+      const [long] = await vectors([Array.from({ length: 300 }, (_, i) => `word${i}`).join(' ')]);
+      const nonZero = long!.map((value, index) => [value, index] as const).filter(([value]) => value !== 0);
+      const signFollowsParity = nonZero.filter(([value, index]) => value > 0 === (index % 2 === 1)).length / nonZero.length;
+      expect(signFollowsParity).toBeGreaterThan(0.3);
+      expect(signFollowsParity).toBeLessThan(0.7);
+      const unrelated = await vectors([
+        'quarterly revenue grew in asian markets',
+        'banana bread recipe with walnuts',
+        'what time does the museum open',
+        'the referee blew the final whistle',
+        'install the printer driver first',
+        'volcanic ash grounded every flight',
+      ]);
+      const pairs = unrelated.flatMap((a, i) => unrelated.slice(i + 1).map((b) => cosine(a, b)));
+      expect(pairs.reduce((sum, c) => sum + c, 0) / pairs.length).toBeLessThan(0.2);
+    });
+
+    it('reads words whole: composed and decomposed accents alike, combining marks inside words', async () => {
+      const [composed, decomposed] = await vectors(['caf\u00e9 au lait', 'cafe\u0301 au lait']);
+      expect(cosine(composed!, decomposed!)).toBeCloseTo(1, 9);
+      // नमस्ते holds combining marks: split at them, it would be the words नमस and त.
+      const [whole, split] = await vectors(['नमस्ते', 'नमस त']);
+      expect(cosine(whole!, split!)).toBeLessThan(0.9);
+    });
+
+    it('gives text without words (punctuation, emoji, blanks) a unit vector, never a zero one', async () => {
+      const [punctuation, emoji, blank, other] = await vectors(['!!! ???', '🎉🎉', '   ', ' !!!   ???']);
+      for (const vector of [punctuation, emoji, blank]) expect(norm(vector!)).toBeCloseTo(1, 6);
+      expect(cosine(punctuation!, other!)).toBeCloseTo(1, 9);
+    });
+
     it('honours dimensions from 1 to 384 and rejects 0 and 385', async () => {
       for (const dimensions of [1, 64, 384]) {
         const res = await embed({ input: 'size me', dimensions });
