@@ -48,6 +48,14 @@ const INVALID_CREATES: [string, Record<string, unknown>][] = [
   ['local provider with a foreign upstreamModel', body((b) => ((b.provider = { type: 'local' }), (b.upstreamModel = 'gpt-4o')))],
   ['local provider whose key is its upstreamModel', body((b) => (b.provider = { type: 'local' }))],
   ['empty capabilities', body((b) => (b.capabilities = []))],
+  ['local-chat with moderation', body((b) => ((b.provider = { type: 'local' }), (b.upstreamModel = 'local-chat'), (b.capabilities = ['chat', 'moderation'])))],
+  ['local-embed with chat', body((b) => ((b.provider = { type: 'local' }), (b.upstreamModel = 'local-embed'), (b.capabilities = ['chat'])))],
+  ['azure-openai with moderation', body((b) => ((b.provider = { type: 'azure-openai', baseUrl: 'https://r.openai.azure.com' }), (b.capabilities = ['moderation'])))],
+  ['anthropic with embeddings', body((b) => ((b.provider = { type: 'anthropic' }), (b.capabilities = ['chat', 'embeddings'])))],
+  ['mock with tts', body((b) => ((b.provider = { type: 'mock' }), (b.capabilities = ['tts'])))],
+  ['apiVersion on an openai-compatible model', body((b) => (b.provider.apiVersion = '2024-10-21'))],
+  ['deployment on an anthropic model', body((b) => (b.provider = { type: 'anthropic', deployment: 'd' }))],
+  ['mock options on an openai-compatible model', body((b) => (b.provider.mock = { failureRate: 1 }))],
   ['unknown capability', body((b) => (b.capabilities = ['chat', 'images']))],
   ['missing capabilities', body((b) => delete b.capabilities)],
   ['unknown fallback key', body((b) => (b.fallbacks = ['no-such-model']))],
@@ -232,6 +240,24 @@ describe.each(BACKENDS)('model validation on %s', (backend) => {
     for (const [what, payload] of cases) expect400(await patch(key, payload), what);
     const now = (await call(t.app, t.adminSession, { method: 'GET', url: '/api/models' })).json().models.find((m: { key: string }) => m.key === key);
     expect(now).toEqual(original);
+  });
+
+  // Regression: settings of one provider type stayed on a model moved to another, shown and unused, and came back
+  // into force on a move back (a mock failure rate of 1, say).
+  it("a model moved to another provider type drops the old type's own settings", async () => {
+    const key = newKey();
+    const created = await create({ key, provider: { type: 'mock', mock: { failureRate: 1 } }, capabilities: ['chat'] });
+    expect(created.statusCode, created.body).toBe(201);
+    const moved = await patch(key, { provider: { type: 'azure-openai', baseUrl: 'https://r.openai.azure.com', apiVersion: '2024-06-01', deployment: 'd' } });
+    expect(moved.statusCode, moved.body).toBe(200);
+    expect(moved.json().model.provider).toMatchObject({ type: 'azure-openai', apiVersion: '2024-06-01', deployment: 'd', mock: null });
+    const back = await patch(key, { provider: { type: 'mock', baseUrl: null } });
+    expect(back.statusCode, back.body).toBe(200);
+    expect(back.json().model.provider).toMatchObject({ type: 'mock', apiVersion: null, deployment: null, mock: null });
+    // A capability the new type does not offer is named.
+    const refused = await patch(key, { provider: { type: 'anthropic', baseUrl: null }, capabilities: ['embeddings'] });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json().error.message).toContain('embeddings');
   });
 
   it('switching a model to local needs a local upstreamModel in the same patch', async () => {

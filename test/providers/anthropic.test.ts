@@ -198,15 +198,10 @@ describe('anthropic provider', () => {
     const embed = await call(t.app, t.ownerToken, { method: 'POST', url: '/api/client/v1/embeddings', payload: { model, input: 'hello' } });
     expect(embed.statusCode).toBe(400);
     expect(embed.json().error.type).toBe('invalid_request_error');
-    // Even when the model claims the capability, the provider refuses without calling the upstream.
-    const both = await registerModel(t, { provider: { type: 'anthropic', baseUrl: fake.baseUrl }, capabilities: ['chat', 'embeddings', 'moderation'] });
-    const before = fake.requests.length;
-    const res = await call(t.app, t.ownerToken, { method: 'POST', url: '/api/client/v1/embeddings', payload: { model: both, input: 'hello' } });
-    expect(res.statusCode).toBe(400);
-    expect(res.json().error.message).toMatch(/embeddings/i);
-    const mod = await call(t.app, t.ownerToken, { method: 'POST', url: '/api/client/v1/moderations', payload: { model: both, input: 'hello' } });
-    expect(mod.statusCode).toBe(400);
-    expect(fake.requests.length).toBe(before);
+    // A model cannot claim them: the registry refuses what the provider does not offer.
+    const claimed = await call(t.app, t.adminSession, { method: 'POST', url: '/api/models', payload: { key: 'claude-embed', provider: { type: 'anthropic', baseUrl: fake.baseUrl }, capabilities: ['chat', 'embeddings', 'moderation'] } });
+    expect(claimed.statusCode).toBe(400);
+    expect(claimed.json().error.message).toMatch(/embeddings, moderation are not offered by the anthropic provider/);
   });
 
   it('answers n > 1 with a 400 naming n, without calling Anthropic (its Messages API has one answer per call)', async () => {

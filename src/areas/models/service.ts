@@ -9,7 +9,7 @@ import type { SecretBox } from '../../platform/secrets.js';
 import { ANTHROPIC_BASE_URL } from '../../providers/anthropic.js';
 import { LOCAL_CHAT_MODEL, LOCAL_EMBED_MODEL } from '../../providers/local.js';
 import { OPENAI_BASE_URL } from '../../providers/openai-compatible.js';
-import type { Capability, MockOptions, ModelTarget, ProviderType } from '../../providers/types.js';
+import { CAPABILITIES, type Capability, type MockOptions, type ModelTarget, type ProviderType } from '../../providers/types.js';
 import type { ModelGuardrails, ModelRecord, ModelStore, Pricing, ProviderSettings } from './store.js';
 import { ProjectCache } from '../../platform/project-cache.js';
 
@@ -120,6 +120,49 @@ function checkBaseUrl(type: ProviderType, baseUrl: string | null): void {
   // Paths are appended to it (`/chat/completions`, `/openai/deployments/...`): after a query or fragment they would
   // land in the query, or be dropped.
   if (url.search || url.hash) throw ERRORS.validation('provider.baseUrl must not have a query (?...) or a fragment (#...)');
+}
+
+/**
+ * What each provider type can answer. Anthropic has chat only, Azure OpenAI no moderation endpoint, and each
+ * built-in local model one capability; the mock answers chat, embeddings and moderation.
+ */
+function offeredCapabilities(type: ProviderType, upstreamModel: string): readonly Capability[] {
+  switch (type) {
+    case 'anthropic':
+      return ['chat'];
+    case 'azure-openai':
+      return ['chat', 'embeddings', 'tts', 'stt'];
+    case 'local':
+      return upstreamModel === LOCAL_EMBED_MODEL ? ['embeddings'] : ['chat'];
+    case 'mock':
+      return ['chat', 'embeddings', 'moderation'];
+    default:
+      return CAPABILITIES;
+  }
+}
+
+function checkCapabilities(type: ProviderType, upstreamModel: string, capabilities: Capability[]): void {
+  const offered = offeredCapabilities(type, upstreamModel);
+  const missing = capabilities.filter((capability) => !offered.includes(capability));
+  if (missing.length > 0) {
+    const which = type === 'local' ? `${type} model ${upstreamModel}` : `${type} provider`;
+    throw ERRORS.validation(`capabilities ${missing.join(', ')} are not offered by the ${which} (it offers ${offered.join(', ')})`);
+  }
+}
+
+/** Settings that only one provider type reads: another type would keep them unused and show them. */
+const TYPE_FIELDS = { apiVersion: 'azure-openai', deployment: 'azure-openai', mock: 'mock' } as const;
+
+/**
+ * A provider field as it is after the input: sent, kept (same type), or dropped (another type, which does not read
+ * it). Sending one to a type that does not read it is a 400.
+ */
+function typeField<F extends keyof typeof TYPE_FIELDS>(field: F, type: ProviderType, sent: ProviderSettings[F] | undefined, stored: ProviderSettings[F]): ProviderSettings[F] | null {
+  if (type !== TYPE_FIELDS[field]) {
+    if (sent !== undefined && sent !== null) throw ERRORS.validation(`provider.${field} is only for ${TYPE_FIELDS[field]} models`);
+    return null;
+  }
+  return sent === undefined ? stored : sent;
 }
 
 function checkHeaders(headers: Record<string, string> | undefined): void {
@@ -251,6 +294,7 @@ export class ModelService {
     }
     const capabilities = [...new Set(input.capabilities)];
     if (capabilities.length === 0) throw ERRORS.validation('capabilities must name at least one of chat, embeddings, moderation, tts, stt');
+    checkCapabilities(type, upstreamModel, capabilities);
     // Only fallbacks being set are checked: a stored one may name a model deleted since (calls skip it).
     if (input.fallbacks) await this.checkFallbacks(scope, model.key, input.fallbacks);
     if (input.guardrails) await this.guardrails.checkAttached(scope, model.key, { input: input.guardrails.input ?? model.guardrails.input, output: input.guardrails.output ?? model.guardrails.output });
@@ -260,9 +304,9 @@ export class ModelService {
     const provider: ProviderSettings = {
       type,
       baseUrl,
-      apiVersion: p.apiVersion === undefined ? model.provider.apiVersion : p.apiVersion,
-      deployment: p.deployment === undefined ? model.provider.deployment : p.deployment,
-      mock: p.mock === undefined ? model.provider.mock : p.mock,
+      apiVersion: typeField('apiVersion', type, p.apiVersion, model.provider.apiVersion),
+      deployment: typeField('deployment', type, p.deployment, model.provider.deployment),
+      mock: typeField('mock', type, p.mock, model.provider.mock),
       headerNames: sealed.headerNames,
       hasApiKey: sealed.hasApiKey,
     };
