@@ -200,6 +200,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
         // Workers first: running items finish (or are handed back) while the database is still open.
         await batchWorker?.stop();
         await files.close();
+        await usage.callsEnded();
         // Together: each retries an unreachable database for a while, and one after the other they would add up.
         await Promise.all([guardrailEvaluator.close(), usage.close(), audit.close()]);
         await upstream.close();

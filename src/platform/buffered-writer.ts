@@ -40,6 +40,8 @@ export class BufferedWriter<T> {
   private flushing: Promise<void> | null = null;
   private retryAt = 0;
   private closed = false;
+  /** Items dropped past MAX_BUFFERED since that was last logged (once per flush, not once per item). */
+  private droppedUnreported = 0;
   private readonly timer: NodeJS.Timeout;
 
   constructor(private readonly options: BufferedWriterOptions<T>) {
@@ -63,7 +65,13 @@ export class BufferedWriter<T> {
   private dropOldest(): void {
     const dropped = this.buffer.length - MAX_BUFFERED;
     this.buffer.splice(0, dropped);
-    this.options.log.error({ dropped, kept: MAX_BUFFERED }, `${this.options.name} buffer is full while the database cannot take writes; the oldest events are dropped`);
+    this.droppedUnreported += dropped;
+  }
+
+  private reportDrops(): void {
+    if (this.droppedUnreported === 0) return;
+    this.options.log.error({ dropped: this.droppedUnreported, kept: MAX_BUFFERED }, `${this.options.name} buffer is full while the database cannot take writes; the oldest events are dropped`);
+    this.droppedUnreported = 0;
   }
 
   private flushIfFull(): void {
@@ -76,6 +84,7 @@ export class BufferedWriter<T> {
 
   /** Writes everything buffered so far; concurrent callers share one write. */
   async flush(): Promise<void> {
+    this.reportDrops();
     while (this.flushing) await this.flushing;
     if (this.buffer.length === 0) return;
     const batch = this.buffer;
@@ -147,6 +156,7 @@ export class BufferedWriter<T> {
       await this.flush();
     }
     this.closed = true;
+    this.reportDrops();
     if (this.buffer.length > 0) {
       this.options.log.error({ lost: this.buffer.length }, `${this.options.name} events could not be written before shutdown; they are lost`);
     }

@@ -6,6 +6,7 @@ import { createContext } from '../../src/context.js';
 import { BACKENDS } from '../helpers/app.js';
 import { CLIENT, registerFakeModel, setupInference, type InferenceSetup } from '../helpers/inference.js';
 import { chatBody } from '../helpers/models.js';
+import { guardrail } from '../guardrails/support.js';
 
 /**
  * Shutdown: a call cut at the end of the grace period (its connection closed by the server) is still metered, and a
@@ -67,6 +68,47 @@ describe.each(BACKENDS)('shutdown on %s', (backend) => {
       expect(rows).toEqual([{ request_id: 'shutdown-cut', status: 499 }, { request_id: 'shutdown-stream', status: 200 }]);
     } finally {
       await reopened.close();
+    }
+  });
+});
+
+// Regression: the guardrail and audit writers closed while calls cut at shutdown were still unwinding, so what those
+// calls recorded last (a judge's failed evaluation) was lost.
+describe('shutdown with a judge model under way', () => {
+  it("a call cut while its guardrail's judge runs has its evaluation written, not lost", async () => {
+    const s = await setupInference({ backend: 'sqlite', env: { WAYGATE_UPSTREAM_RETRIES: '0' } });
+    try {
+      const judge = await registerFakeModel(s.t, s.fake, { capabilities: ['chat'] });
+      await guardrail(s.t, { key: 'shutdown-judged', type: 'custom_prompt', config: { rules: 'Be polite.' }, modelKey: judge });
+      const judged = await registerFakeModel(s.t, s.fake, { capabilities: ['chat'], guardrails: { input: ['shutdown-judged'] } });
+      await s.t.app.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = s.t.app.server.address() as AddressInfo;
+      s.fake.queue({ hang: true });
+      const cut = new Promise<void>((resolve) => {
+        const request = http.request({ host: '127.0.0.1', port, method: 'POST', path: `${CLIENT}/chat/completions`, headers: { authorization: `Bearer ${s.token.value}`, 'content-type': 'application/json', 'x-request-id': 'shutdown-judge' } });
+        request.once('error', () => resolve());
+        request.once('response', (res) => res.resume().once('end', resolve).once('error', () => resolve()));
+        request.end(JSON.stringify(chatBody(judged)));
+      });
+      while (s.fake.requests.length < 1) await new Promise((resolve) => setTimeout(resolve, 10));
+
+      s.t.ctx.health.markStopping();
+      const closing = s.t.app.close();
+      s.t.app.server.closeAllConnections();
+      await cut;
+      await closing;
+
+      const reopened = await createContext(s.t.config, { logger: pino({ level: 'silent' }) });
+      try {
+        const evaluations = await reopened.database.db.selectFrom('guardrail_evaluations').select(['request_id', 'guardrail_key']).where('request_id', '=', 'shutdown-judge').execute();
+        expect(evaluations).toEqual([{ request_id: 'shutdown-judge', guardrail_key: 'shutdown-judged' }]);
+        const usage = await reopened.database.db.selectFrom('usage_events').select(['model', 'status']).where('request_id', '=', 'shutdown-judge').orderBy('model').execute();
+        expect(usage.length).toBeGreaterThan(0);
+      } finally {
+        await reopened.close();
+      }
+    } finally {
+      await s.fake.close();
     }
   });
 });

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toJson } from '../../src/db/json.js';
 import { randomBase32 } from '../../src/platform/ids.js';
 import { BACKENDS, call, createTestApp, type TestApp } from '../helpers/app.js';
 
@@ -79,8 +80,8 @@ const INVALID_CREATES: [string, Record<string, unknown>][] = [
   ['header name with a newline', body((b) => (b.provider.headers = { 'X-A\r\nX-B': 'x' }))],
   ['negative input price', body((b) => (b.pricing = { inputPer1M: -1, outputPer1M: 1, currency: 'USD' }))],
   ['negative output price', body((b) => (b.pricing = { inputPer1M: 1, outputPer1M: -0.01, currency: 'USD' }))],
-  ['input price past a dollar a token', body((b) => (b.pricing = { inputPer1M: 1e308, outputPer1M: 1, currency: 'USD' }))],
-  ['output price past a dollar a token', body((b) => (b.pricing = { inputPer1M: 1, outputPer1M: 1_000_001, currency: 'USD' }))],
+  ['input price that makes costs overflow', body((b) => (b.pricing = { inputPer1M: 1e308, outputPer1M: 1, currency: 'USD' }))],
+  ['output price past 10^12', body((b) => (b.pricing = { inputPer1M: 1, outputPer1M: 1.000001e12, currency: 'USD' }))],
   ['lower-case currency', body((b) => (b.pricing = { inputPer1M: 1, outputPer1M: 1, currency: 'usd' }))],
   ['two-letter currency', body((b) => (b.pricing = { inputPer1M: 1, outputPer1M: 1, currency: 'US' }))],
   ['currency word', body((b) => (b.pricing = { inputPer1M: 1, outputPer1M: 1, currency: 'DOLLAR' }))],
@@ -258,6 +259,30 @@ describe.each(BACKENDS)('model validation on %s', (backend) => {
     const refused = await patch(key, { provider: { type: 'anthropic', baseUrl: null }, capabilities: ['embeddings'] });
     expect(refused.statusCode).toBe(400);
     expect(refused.json().error.message).toContain('embeddings');
+  });
+
+  it('a model stored before these checks (a capability its provider lacks, another type\'s settings) stays editable', async () => {
+    const key = newKey();
+    expect((await create({ key, provider: { type: 'anthropic' }, capabilities: ['chat'] })).statusCode).toBe(201);
+    const { dialect, db } = t.ctx.database;
+    await db
+      .updateTable('models')
+      .set({ capabilities: toJson(dialect, ['chat', 'embeddings']) as string, provider: toJson(dialect, { type: 'anthropic', baseUrl: null, apiVersion: '2024-06-01', deployment: 'old', mock: { failureRate: 1 }, headerNames: [], hasApiKey: false }) as string })
+      .where('key', '=', key)
+      .execute();
+    // Another type's settings are not read: they neither show nor come back on a move to that type.
+    const shown = (await call(t.app, t.adminSession, { method: 'GET', url: '/api/models' })).json().models.find((m: { key: string }) => m.key === key);
+    expect(shown.provider).toMatchObject({ type: 'anthropic', apiVersion: null, deployment: null, mock: null });
+    const priced = await patch(key, { pricing: { inputPer1M: 1, outputPer1M: 2, currency: 'USD' } });
+    expect(priced.statusCode, priced.body).toBe(200);
+    expect(priced.json().model.capabilities).toEqual(['chat', 'embeddings']);
+    // Sent back as shown, the provider is accepted.
+    expect((await patch(key, { provider: shown.provider.type === 'anthropic' ? { type: 'anthropic', baseUrl: null, apiVersion: null, deployment: null, mock: null } : {} })).statusCode).toBe(200);
+    const toMock = await patch(key, { provider: { type: 'mock' }, capabilities: ['chat'] });
+    expect(toMock.statusCode, toMock.body).toBe(200);
+    expect(toMock.json().model.provider.mock).toBeNull();
+    // Changing the capabilities checks them.
+    expect((await patch(key, { capabilities: ['chat', 'tts'] })).statusCode).toBe(400);
   });
 
   it('switching a model to local needs a local upstreamModel in the same patch', async () => {

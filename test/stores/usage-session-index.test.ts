@@ -10,27 +10,29 @@ import { tempDatabases } from '../helpers/databases.js';
 
 const database = tempDatabases();
 
-/** The definition of usage_events' session index (SQLite's `sql`, PostgreSQL's `indexdef`). */
-async function sessionIndex(handle: DatabaseHandle): Promise<string | undefined> {
+/** The indexes of usage_events by name, with their definitions (SQLite's `sql`, PostgreSQL's `indexdef`). */
+async function eventIndexes(handle: DatabaseHandle): Promise<Map<string, string>> {
   const db = handle.db as unknown as Kysely<unknown>;
   const query =
     handle.dialect === 'postgres'
-      ? sql<{ def: string }>`select indexdef as def from pg_indexes where indexname = 'usage_events_session_idx'`
-      : sql<{ def: string }>`select sql as def from sqlite_master where type = 'index' and name = 'usage_events_session_idx'`;
-  return (await query.execute(db)).rows[0]?.def;
+      ? sql<{ name: string; def: string }>`select indexname as name, indexdef as def from pg_indexes where tablename = 'usage_events'`
+      : sql<{ name: string; def: string | null }>`select name, sql as def from sqlite_master where type = 'index' and tbl_name = 'usage_events'`;
+  const { rows } = await query.execute(db);
+  return new Map(rows.map((r) => [r.name, r.def ?? '']));
 }
 
 describe.each(BACKENDS)('the usage session index on %s', (backend) => {
   it('holds only events with a session, in an upgraded database and in a new one', async () => {
     const upgraded = await database(backend);
     expect((await schemaMigrator(upgraded.db, upgraded.dialect).migrateTo('0009_batch_running_index')).error).toBeUndefined();
-    expect(await sessionIndex(upgraded)).not.toMatch(/where/i);
+    expect((await eventIndexes(upgraded)).get('usage_events_session_idx')).not.toMatch(/where/i);
     await migrateToLatest(upgraded.db, upgraded.dialect);
-    expect(await sessionIndex(upgraded)).toMatch(/where.*session_id.*is not null/i);
-
-    const fresh = await database(backend);
-    await migrateToLatest(fresh.db, fresh.dialect);
-    expect(await sessionIndex(fresh)).toMatch(/where.*session_id.*is not null/i);
+    for (const handle of [upgraded, await database(backend)]) {
+      if (handle !== upgraded) await migrateToLatest(handle.db, handle.dialect);
+      const indexes = await eventIndexes(handle);
+      expect(indexes.has('usage_events_session_idx')).toBe(false);
+      expect(indexes.get('usage_events_sessions_idx')).toMatch(/where.*session_id.*is not null/i);
+    }
   });
 });
 
@@ -50,7 +52,7 @@ describe('the session queries on SQLite', () => {
       await store.sessions(scope, ['s1', 's2'], 0, Date.now());
       const plans = queries.slice(1).map((q) => sqlite.prepare(`explain query plan ${q.sql}`).all(...(q.parameters as unknown[])).map((row) => (row as { detail: string }).detail).join('; '));
       expect(plans).toHaveLength(2);
-      for (const plan of plans) expect(plan).toContain('usage_events_session_idx');
+      for (const plan of plans) expect(plan).toContain('usage_events_sessions_idx');
     } finally {
       await db.destroy();
     }

@@ -31,8 +31,11 @@ const ProviderType = StringEnum(PROVIDER_TYPES);
 const ProviderInput = Type.Object({ type: ProviderType, ...providerFields }, { additionalProperties: false });
 const ProviderPatch = Type.Object({ type: Type.Optional(ProviderType), ...providerFields }, { additionalProperties: false });
 
-/** A dollar a token: far above any model's price, and low enough that a call's cost is always a finite number. */
-const MAX_PRICE_PER_1M = 1_000_000;
+/**
+ * Far above any model's price in any currency, and low enough that costs stay finite numbers (a call's tokens are at
+ * most 10^9, so its cost at most 10^15; sums of many stay far from overflow).
+ */
+const MAX_PRICE_PER_1M = 1e12;
 
 const Pricing = Type.Object(
   {

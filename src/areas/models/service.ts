@@ -10,7 +10,7 @@ import { ANTHROPIC_BASE_URL } from '../../providers/anthropic.js';
 import { LOCAL_CHAT_MODEL, LOCAL_EMBED_MODEL } from '../../providers/local.js';
 import { OPENAI_BASE_URL } from '../../providers/openai-compatible.js';
 import { CAPABILITIES, type Capability, type MockOptions, type ModelTarget, type ProviderType } from '../../providers/types.js';
-import type { ModelGuardrails, ModelRecord, ModelStore, Pricing, ProviderSettings } from './store.js';
+import { TYPE_FIELDS, type ModelGuardrails, type ModelRecord, type ModelStore, type Pricing, type ProviderSettings } from './store.js';
 import { ProjectCache } from '../../platform/project-cache.js';
 
 export const MODEL_KEY_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$';
@@ -141,6 +141,10 @@ function offeredCapabilities(type: ProviderType, upstreamModel: string): readonl
   }
 }
 
+function sameMembers<T>(a: readonly T[], b: readonly T[]): boolean {
+  return a.length === b.length && a.every((item) => b.includes(item));
+}
+
 function checkCapabilities(type: ProviderType, upstreamModel: string, capabilities: Capability[]): void {
   const offered = offeredCapabilities(type, upstreamModel);
   const missing = capabilities.filter((capability) => !offered.includes(capability));
@@ -150,19 +154,17 @@ function checkCapabilities(type: ProviderType, upstreamModel: string, capabiliti
   }
 }
 
-/** Settings that only one provider type reads: another type would keep them unused and show them. */
-const TYPE_FIELDS = { apiVersion: 'azure-openai', deployment: 'azure-openai', mock: 'mock' } as const;
-
 /**
- * A provider field as it is after the input: sent, kept (same type), or dropped (another type, which does not read
- * it). Sending one to a type that does not read it is a 400.
+ * A provider field as it is after the input: sent, kept (the type stays), or none (a new type starts without the
+ * old type's settings, and another type does not read it). Sending one to a type that does not read it is a 400.
  */
-function typeField<F extends keyof typeof TYPE_FIELDS>(field: F, type: ProviderType, sent: ProviderSettings[F] | undefined, stored: ProviderSettings[F]): ProviderSettings[F] | null {
+function typeField<F extends keyof typeof TYPE_FIELDS>(field: F, type: ProviderType, sent: ProviderSettings[F] | undefined, stored: { type: ProviderType; value: ProviderSettings[F] }): ProviderSettings[F] | null {
   if (type !== TYPE_FIELDS[field]) {
     if (sent !== undefined && sent !== null) throw ERRORS.validation(`provider.${field} is only for ${TYPE_FIELDS[field]} models`);
     return null;
   }
-  return sent === undefined ? stored : sent;
+  if (sent !== undefined) return sent;
+  return stored.type === type ? stored.value : null;
 }
 
 function checkHeaders(headers: Record<string, string> | undefined): void {
@@ -294,7 +296,11 @@ export class ModelService {
     }
     const capabilities = [...new Set(input.capabilities)];
     if (capabilities.length === 0) throw ERRORS.validation('capabilities must name at least one of chat, embeddings, moderation, tts, stt');
-    checkCapabilities(type, upstreamModel, capabilities);
+    // Checked when the capabilities or what offers them change, not on every PATCH: a model stored before this check
+    // must stay editable (its pricing, its key) without first giving up a capability.
+    if (!sameMembers(capabilities, model.capabilities) || type !== model.provider.type || upstreamModel !== model.upstreamModel) {
+      checkCapabilities(type, upstreamModel, capabilities);
+    }
     // Only fallbacks being set are checked: a stored one may name a model deleted since (calls skip it).
     if (input.fallbacks) await this.checkFallbacks(scope, model.key, input.fallbacks);
     if (input.guardrails) await this.guardrails.checkAttached(scope, model.key, { input: input.guardrails.input ?? model.guardrails.input, output: input.guardrails.output ?? model.guardrails.output });
@@ -304,9 +310,9 @@ export class ModelService {
     const provider: ProviderSettings = {
       type,
       baseUrl,
-      apiVersion: typeField('apiVersion', type, p.apiVersion, model.provider.apiVersion),
-      deployment: typeField('deployment', type, p.deployment, model.provider.deployment),
-      mock: typeField('mock', type, p.mock, model.provider.mock),
+      apiVersion: typeField('apiVersion', type, p.apiVersion, { type: model.provider.type, value: model.provider.apiVersion }),
+      deployment: typeField('deployment', type, p.deployment, { type: model.provider.type, value: model.provider.deployment }),
+      mock: typeField('mock', type, p.mock, { type: model.provider.type, value: model.provider.mock }),
       headerNames: sealed.headerNames,
       hasApiKey: sealed.hasApiKey,
     };

@@ -45,6 +45,21 @@ export interface ModelRecord {
   updatedAt: number;
 }
 
+/** Settings that only one provider type reads. */
+export const TYPE_FIELDS = { apiVersion: 'azure-openai', deployment: 'azure-openai', mock: 'mock' } as const;
+
+/**
+ * The provider settings as stored, without those of another type: a model moved to another type before they were
+ * dropped on a type change still holds them, and they must neither show nor come back into force.
+ */
+function providerOf(stored: ProviderSettings): ProviderSettings {
+  const provider = { ...stored };
+  for (const [field, type] of Object.entries(TYPE_FIELDS) as [keyof typeof TYPE_FIELDS, ProviderType][]) {
+    if (provider.type !== type) provider[field] = null;
+  }
+  return provider;
+}
+
 function toRecord(row: Selectable<ModelsTable>): ModelRecord {
   return {
     id: row.id,
@@ -52,7 +67,7 @@ function toRecord(row: Selectable<ModelsTable>): ModelRecord {
     projectId: row.project_id,
     key: row.key,
     name: row.name,
-    provider: fromJson<ProviderSettings>(row.provider)!,
+    provider: providerOf(fromJson<ProviderSettings>(row.provider)!),
     secrets: row.provider_secrets,
     upstreamModel: row.upstream_model,
     capabilities: fromJson<Capability[]>(row.capabilities) ?? [],

@@ -100,9 +100,16 @@ export class UsageService {
     return this.store.totalsSince(scope, since);
   }
 
-  /** Waits (a bounded time) for the calls under way to be metered, then writes everything buffered. */
-  async close(): Promise<void> {
+  /**
+   * Waits (a bounded time) for the calls under way to be metered: calls cut at shutdown end within ticks, and what
+   * they record (usage, guardrail evaluations, audit events) must reach the writers before those close.
+   */
+  async callsEnded(): Promise<void> {
     if (this.expected > 0) await settledWithin(new Promise<void>((resolve) => (this.whenNoneExpected = resolve)), CLOSE_WAIT_MS);
-    await this.writer.close();
+  }
+
+  /** Writes everything buffered (after callsEnded). */
+  close(): Promise<void> {
+    return this.writer.close();
   }
 }
