@@ -1,7 +1,7 @@
-import { UpstreamError } from './errors.js';
+import { openAiErrorBody, UpstreamError } from './errors.js';
 import { parseObject, type UpstreamClient } from './http.js';
 import { parseSse } from './sse.js';
-import { usageOf } from './tokens.js';
+import { openAiUsage, usageOf } from './tokens.js';
 import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
 
 /** Where an openai-compatible model without a baseUrl goes: OpenAI's own API. */
@@ -53,8 +53,8 @@ export class OpenAiStyleProvider implements Provider {
     });
     const parsed = parseObject(response.text);
     // Some routers (OpenRouter, for one) answer a failed call with 200 and an error object: that is no answer.
-    if (isErrorAnswer(parsed)) throw new UpstreamError('http', 'Upstream answered 200 with an error', 502, { error: parsed.error as Record<string, unknown> });
-    return { body: parsed, raw: response.text, usage: usageOf(parsed) };
+    if (isErrorAnswer(parsed)) throw new UpstreamError('http', 'Upstream answered 200 with an error', 502, openAiErrorBody(200, parsed, response.text));
+    return { body: parsed, raw: response.text, usage: usageOf(parsed, operation === 'chat/completions') };
   }
 
   chat(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<JsonResult> {
@@ -83,9 +83,10 @@ export class OpenAiStyleProvider implements Provider {
   }
 }
 
-/** A 2xx body that holds an error object and none of the fields an answer has. */
+/** A 2xx body that holds an error (an object, or just its message) and none of the fields an answer has. */
 function isErrorAnswer(body: JsonObject): boolean {
-  return typeof body.error === 'object' && body.error !== null && !('choices' in body) && !('data' in body) && !('results' in body);
+  const { error } = body;
+  return ((typeof error === 'object' && error !== null) || (typeof error === 'string' && error !== '')) && !('choices' in body) && !('data' in body) && !('results' in body);
 }
 
 /**
@@ -152,11 +153,13 @@ async function* completionChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Ch
     if (size > MAX_COMPLETION_BYTES) throw new UpstreamError('malformed', 'Upstream answered a stream request with an over-long JSON body');
     parts.push(part);
   }
-  const completion = parseObject(Buffer.concat(parts).toString('utf8'));
-  if (isErrorAnswer(completion)) throw new UpstreamError('http', 'Upstream reported an error', 502, { error: completion.error as Record<string, unknown> });
+  const text = Buffer.concat(parts).toString('utf8');
+  const completion = parseObject(text);
+  if (isErrorAnswer(completion)) throw new UpstreamError('http', 'Upstream reported an error', 502, openAiErrorBody(200, completion, text));
   const head = { id: completion.id, object: 'chat.completion.chunk', created: completion.created, model: completion.model };
-  const choices = Array.isArray(completion.choices) ? (completion.choices as JsonObject[]) : [];
-  for (const [position, choice] of choices.entries()) {
+  const choices = Array.isArray(completion.choices) ? (completion.choices as unknown[]) : [];
+  if (choices.some((choice) => !isObject(choice))) throw new UpstreamError('malformed', 'Upstream answered a stream request with a choice that is not an object');
+  for (const [position, choice] of (choices as JsonObject[]).entries()) {
     const index = typeof choice.index === 'number' ? choice.index : position;
     const message = (choice.message ?? {}) as JsonObject;
     const toolCalls = Array.isArray(message.tool_calls) ? (message.tool_calls as JsonObject[]).map((call, i) => ({ index: i, ...call })) : undefined;
@@ -164,7 +167,13 @@ async function* completionChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Ch
     yield { data: { ...head, choices: [{ index, delta, finish_reason: null }] } };
     yield { data: { ...head, choices: [{ index, delta: {}, finish_reason: choice.finish_reason ?? 'stop' }] } };
   }
-  if (completion.usage) yield { data: { ...head, choices: [], usage: completion.usage } };
+  // Only counts in OpenAI's form reach the client; without them Waygate counts the stream's tokens itself.
+  const usage = usageOf(completion, true);
+  if (usage) yield { data: { ...head, choices: [], usage: openAiUsage(usage) } };
+}
+
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 export function joinUrl(base: string, path: string): string {

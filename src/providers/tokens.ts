@@ -103,10 +103,15 @@ export function openAiUsage(usage: Pick<Usage, 'inputTokens' | 'outputTokens'>):
   return { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens };
 }
 
-/** OpenAI's usage object (a completion's, or a stream's usage chunk), when it holds a token count. */
-export function usageOf(body: JsonObject): Usage | null {
+/**
+ * OpenAI's usage object (a completion's, or a stream's usage chunk), when it holds token counts. `withOutput`: a
+ * chat answer's usage counts only with a valid `completion_tokens` (else Waygate counts both itself: an output
+ * billed as 0 would never spend a budget); embeddings and moderations have no output to report.
+ */
+export function usageOf(body: JsonObject, withOutput: boolean): Usage | null {
   const usage = body.usage as { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined;
   const input = tokenCount(usage?.prompt_tokens);
-  if (input === undefined) return null;
-  return { inputTokens: input, outputTokens: tokenCount(usage?.completion_tokens) ?? 0, estimated: false };
+  const output = tokenCount(usage?.completion_tokens);
+  if (input === undefined || (withOutput && output === undefined)) return null;
+  return { inputTokens: input, outputTokens: output ?? 0, estimated: false };
 }

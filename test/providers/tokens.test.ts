@@ -136,14 +136,22 @@ describe('tokenCount and usageOf (what an upstream reports)', () => {
 
   it('usageOf never gives anything but whole non-negative numbers, whatever the usage object holds', () => {
     fc.assert(
-      fc.property(fc.record({ prompt_tokens: fc.anything(), completion_tokens: fc.anything() }, { requiredKeys: [] }), (usage) => {
-        const counted = usageOf({ usage });
+      fc.property(fc.record({ prompt_tokens: fc.anything(), completion_tokens: fc.anything() }, { requiredKeys: [] }), fc.boolean(), (usage, withOutput) => {
+        const counted = usageOf({ usage }, withOutput);
         if (counted === null) return;
         for (const n of [counted.inputTokens, counted.outputTokens]) expect(Number.isInteger(n) && n >= 0).toBe(true);
       }),
     );
-    expect(usageOf({ usage: { prompt_tokens: 3, completion_tokens: 'x' } })).toEqual({ inputTokens: 3, outputTokens: 0, estimated: false });
-    expect(usageOf({ usage: { completion_tokens: 3 } })).toBeNull();
-    expect(usageOf({})).toBeNull();
+    expect(usageOf({ usage: { completion_tokens: 3 } }, true)).toBeNull();
+    expect(usageOf({}, false)).toBeNull();
+  });
+
+  // Regression: a chat answer whose completion_tokens was missing or broken was billed 0 output tokens.
+  it("a chat answer's usage counts only with its output; embeddings and moderations report none", () => {
+    for (const completion of [undefined, 'x', '400', -400, null, Number.NaN]) {
+      expect(usageOf({ usage: { prompt_tokens: 3, completion_tokens: completion } }, true), String(completion)).toBeNull();
+    }
+    expect(usageOf({ usage: { prompt_tokens: 3, completion_tokens: 4 } }, true)).toEqual({ inputTokens: 3, outputTokens: 4, estimated: false });
+    expect(usageOf({ usage: { prompt_tokens: 3, total_tokens: 3 } }, false)).toEqual({ inputTokens: 3, outputTokens: 0, estimated: false });
   });
 });

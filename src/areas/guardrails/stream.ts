@@ -43,7 +43,8 @@ const channel = (): Channel => ({ text: '', sent: 0, sentText: '' });
 
 function choicesOf(chunk: ChatChunk): Choice[] {
   const choices = chunk.data.choices as Choice[] | undefined;
-  return Array.isArray(choices) ? choices : [];
+  // Entries that are not objects carry nothing to check (a malformed upstream's nulls).
+  return Array.isArray(choices) ? choices.filter((choice) => typeof choice === 'object' && choice !== null) : [];
 }
 
 /** A chunk of this choice delta only, in the upstream's own id, model and timestamps. */
@@ -115,7 +116,7 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
       if (typeof content === 'string') state.content.text += content;
       if (typeof refusal === 'string') state.refusal.text += refusal;
       if (typeof reasoning === 'string') state.reasoning.text += reasoning;
-      for (const tool of Array.isArray(tools) ? tools : []) {
+      for (const tool of Array.isArray(tools) ? tools.filter((t) => typeof t === 'object' && t !== null) : []) {
         const k = typeof tool.index === 'number' ? tool.index : 0;
         const held = state.tools.get(k) ?? { ...channel() };
         held.id ??= tool.id;

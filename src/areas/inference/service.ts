@@ -192,6 +192,9 @@ function clientError(err: UpstreamError): AppError {
       // Not the client's doing: a redirect Waygate does not follow, or the model's own key or account refused. Passed
       // through, a 401 or 403 would blame the caller's token, and the upstream's text can quote part of the key.
       if (status < 400) return ERRORS.upstreamFailed(`Upstream model answered with status ${status}, which Waygate does not follow`);
+      // 499 is Waygate's own "the client went away": an upstream's (nginx's name for its own client leaving) is a
+      // failed upstream, not this client's doing.
+      if (status === STATUS_CLIENT_CLOSED) return ERRORS.upstreamFailed(`Upstream model answered with status ${status}`);
       if (status === 401 || status === 403 || status === 407) {
         return ERRORS.upstreamFailed(`Upstream model refused the credentials or account configured for it (status ${status}); check the model's provider apiKey`);
       }
@@ -566,7 +569,7 @@ export class InferenceService {
     let status = 200;
     let last: ChatChunk | null = null;
     const count = (chunk: ChatChunk) => {
-      if (chunk.data.usage) usage = usageOf(chunk.data) ?? usage;
+      if (chunk.data.usage) usage = usageOf(chunk.data, true) ?? usage;
       const choices = chunk.data.choices as { delta?: unknown }[] | undefined;
       if (Array.isArray(choices)) for (const choice of choices) text += writtenText(choice?.delta);
     };
@@ -586,7 +589,8 @@ export class InferenceService {
         const choices = chunk.data.choices as unknown[] | undefined;
         // The usage chunk (no choices) is Waygate's request; the client sees it only when it asked, and only in
         // OpenAI's form (otherwise Waygate sends its own count at the end).
-        if (chunk.data.usage && Array.isArray(choices) && choices.length === 0 && (!options.includeUsage || !usageOf(chunk.data))) continue;
+        const usageChunk = chunk.data.usage !== undefined && !(Array.isArray(choices) && choices.length > 0);
+        if (usageChunk && (!options.includeUsage || !usageOf(chunk.data, true))) continue;
         yield `data: ${chunk.raw ?? JSON.stringify(chunk.data)}\n\n`;
         // The first frame leaves at once. Node holds a response's writes until the current tick ends, and with more
         // upstream chunks already received that tick would last until all of them were framed.

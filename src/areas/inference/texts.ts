@@ -92,7 +92,8 @@ export function embeddingInputTexts(body: JsonObject): TextSlots {
  * output guardrails may change goes without them.
  */
 export function chatOutputTexts(answer: JsonObject): TextSlots {
-  const choices = (answer.choices as { message?: Message; logprobs?: unknown }[] | undefined) ?? [];
+  // Not an array: a malformed answer, passed on as it came (there is no text to check in it).
+  const choices = Array.isArray(answer.choices) ? (answer.choices as { message?: Message; logprobs?: unknown }[]) : [];
   const found: string[] = [];
   for (const choice of choices) messageTexts.read(choice?.message, found);
   const texts = found.map((text) => ({ text, trusted: false }));
