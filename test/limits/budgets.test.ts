@@ -170,10 +170,17 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     expect(stream.statusCode).toBe(200);
     expect(stream.body).toContain('[DONE]');
     expect((await chat(app, t.value, model)).statusCode).toBe(200);
-    // The stream and the JSON call each count their 10 prompt tokens and no output: 80 left, 70 after the input.
+    // The stream and the JSON call each reported no valid output count: Waygate counted both of their token counts
+    // itself (a broken count must not make the output free), and the budget holds what was counted.
     expect((await chat(app, t.value, model, { max_tokens: 1000 })).statusCode).toBe(200);
-    expect(fake().requests.at(-1)!.body.max_tokens).toBe(70);
-    expect((await storedUsage(d, { tokenId: t.id })).events).toBe(3);
+    const counted = await storedUsage(d, { tokenId: t.id });
+    expect(counted.events).toBe(3);
+    const rows = await first(d).ctx.database.db.selectFrom('usage_events').select(['input_tokens', 'output_tokens']).where('token_id', '=', t.id).orderBy('id').execute();
+    const [streamed, json] = rows.map((r) => ({ input: Number(r.input_tokens), output: Number(r.output_tokens) }));
+    for (const counted of [streamed!, json!]) expect(counted.output).toBeGreaterThan(0);
+    // The last call reserves its input (the JSON call's, the same messages) and may have the rest as output.
+    const spent = streamed!.input + streamed!.output + json!.input + json!.output;
+    expect(fake().requests.at(-1)!.body.max_tokens).toBe(100 - spent - json!.input);
   });
 
   it('a failed upstream call gives its reservation back', async () => {
