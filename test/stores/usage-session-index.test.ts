@@ -2,34 +2,22 @@ import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, SqliteDialect, sql, type CompiledQuery } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { AnalyticsStore } from '../../src/areas/analytics/store.js';
-import type { DatabaseHandle } from '../../src/db/index.js';
 import { migrateToLatest, schemaMigrator } from '../../src/db/migrate.js';
 import type { Database } from '../../src/db/types.js';
 import { BACKENDS } from '../helpers/app.js';
-import { tempDatabases } from '../helpers/databases.js';
+import { tableIndexes, tempDatabases } from '../helpers/databases.js';
 
 const database = tempDatabases();
-
-/** The indexes of usage_events by name, with their definitions (SQLite's `sql`, PostgreSQL's `indexdef`). */
-async function eventIndexes(handle: DatabaseHandle): Promise<Map<string, string>> {
-  const db = handle.db as unknown as Kysely<unknown>;
-  const query =
-    handle.dialect === 'postgres'
-      ? sql<{ name: string; def: string }>`select indexname as name, indexdef as def from pg_indexes where tablename = 'usage_events'`
-      : sql<{ name: string; def: string | null }>`select name, sql as def from sqlite_master where type = 'index' and tbl_name = 'usage_events'`;
-  const { rows } = await query.execute(db);
-  return new Map(rows.map((r) => [r.name, r.def ?? '']));
-}
 
 describe.each(BACKENDS)('the usage session index on %s', (backend) => {
   it('holds only events with a session, in an upgraded database and in a new one', async () => {
     const upgraded = await database(backend);
     expect((await schemaMigrator(upgraded.db, upgraded.dialect).migrateTo('0009_batch_running_index')).error).toBeUndefined();
-    expect((await eventIndexes(upgraded)).get('usage_events_session_idx')).not.toMatch(/where/i);
+    expect((await tableIndexes(upgraded, 'usage_events')).get('usage_events_session_idx')).not.toMatch(/where/i);
     await migrateToLatest(upgraded.db, upgraded.dialect);
     for (const handle of [upgraded, await database(backend)]) {
       if (handle !== upgraded) await migrateToLatest(handle.db, handle.dialect);
-      const indexes = await eventIndexes(handle);
+      const indexes = await tableIndexes(handle, 'usage_events');
       expect(indexes.has('usage_events_session_idx')).toBe(false);
       expect(indexes.get('usage_events_sessions_idx')).toMatch(/where.*session_id.*is not null/i);
     }
