@@ -26,6 +26,8 @@ export interface ConnectionCall {
   runtimeContext: Record<string, unknown> | undefined;
   signal: AbortSignal;
   requestId: string;
+  /** Set when a failed call's request had reached the remote agent (it may have worked on it). */
+  attempt: { reachedUpstream: boolean };
 }
 
 export interface ConnectionAnswer {
@@ -57,11 +59,14 @@ function malformed(what: string): Error {
   return ERRORS.upstreamFailed(`The connected agent answered without ${what}`);
 }
 
-/** Token counts as reported, when they are counts (else null: Waygate counts them itself). */
+/**
+ * Token counts as reported, when both are counts (else null: Waygate counts them itself; an output reported as
+ * missing would otherwise be billed as none).
+ */
 function reportedUsage(input: unknown, output: unknown): ConnectionAnswer['usage'] {
   const count = (n: unknown) => typeof n === 'number' && Number.isInteger(n) && n >= 0 && n <= MAX_REPORTED_TOKENS;
-  if (!count(input) || !(output === undefined || count(output))) return null;
-  return { inputTokens: input as number, outputTokens: (output as number | undefined) ?? 0 };
+  if (!count(input) || !count(output)) return null;
+  return { inputTokens: input as number, outputTokens: output as number };
 }
 
 function openAiChatBody(connection: Connection, call: ConnectionCall) {
@@ -160,6 +165,7 @@ export async function callConnection(upstream: UpstreamClient, connection: Conne
     const response = await upstream.postJson({ url: request.url, headers, body: JSON.stringify(request.body), signal: call.signal });
     parsed = parseObject(response.text);
   } catch (err) {
+    if (err instanceof UpstreamError && err.reachedUpstream) call.attempt.reachedUpstream = true;
     throw failed(err);
   }
   if (connection.protocol === 'a2a') return a2aAnswer(parsed);

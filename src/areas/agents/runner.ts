@@ -8,7 +8,7 @@ import { estimateChatInput, estimateTokens } from '../../providers/tokens.js';
 import type { JsonObject } from '../../providers/types.js';
 import type { GuardrailEvaluator } from '../guardrails/evaluator.js';
 import type { GuardrailService } from '../guardrails/service.js';
-import { statusOf, type Caller, type InferenceService } from '../inference/service.js';
+import { abandonedUsage, statusOf, type Caller, type InferenceService } from '../inference/service.js';
 import type { UsageService } from '../usage/service.js';
 import { callConnection, type TurnMessage } from './connectors.js';
 import { checkActive, type AgentService } from './service.js';
@@ -186,9 +186,11 @@ export class AgentRunner {
     const started = performance.now();
     let status = 200;
     let usage: { inputTokens: number; outputTokens: number } | null = null;
+    const attempt = { reachedUpstream: false };
     this.usage.expect();
     try {
       const answer = await callConnection(this.upstream, connection, secrets, {
+        attempt,
         messages,
         input: turn.input,
         remoteContext: conversation?.remoteContext ?? null,
@@ -200,6 +202,8 @@ export class AgentRunner {
       return { text: answer.text, usage, remoteContext: answer.remoteContext ?? undefined };
     } catch (err) {
       status = statusOf(err);
+      // Left, or timed out, after the agent had the request: its input is billed, as for a model call.
+      usage = abandonedUsage(attempt, status, estimateInput);
       throw err;
     } finally {
       const ms = performance.now() - started;

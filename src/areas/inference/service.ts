@@ -146,7 +146,7 @@ interface Attempts {
  * (504) after the request had reached the upstream, which then worked on it; calls abandoned on purpose must not
  * cost a budget nothing. Nothing otherwise (refused, or never sent).
  */
-function abandonedUsage(attempts: Attempts, status: number, estimateInput: () => number): Usage | null {
+export function abandonedUsage(attempts: Pick<Attempts, 'reachedUpstream'>, status: number, estimateInput: () => number): Usage | null {
   if (!attempts.reachedUpstream || (status !== STATUS_CLIENT_CLOSED && status !== 504)) return null;
   return { inputTokens: estimateInput(), outputTokens: 0, estimated: true };
 }
