@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ERRORS } from '../http/errors.js';
 import { UpstreamError } from './errors.js';
-import { parseObject, type UpstreamClient } from './http.js';
+import { parseObject, refuseDeepNesting, type UpstreamClient } from './http.js';
 import { joinUrl } from './openai-compatible.js';
 import { parseSse } from './sse.js';
 import { openAiUsage, tokenCount } from './tokens.js';
@@ -185,6 +185,7 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>, complete: () => voi
       throw new UpstreamError('malformed', 'Upstream stream sent malformed JSON');
     }
     if (!isObject(data)) throw new UpstreamError('malformed', 'Upstream stream sent a non-object event');
+    refuseDeepNesting(event.data);
     switch (data.type) {
       case 'message_start': {
         const message = (data.message ?? {}) as JsonObject;

@@ -1,5 +1,5 @@
 import { openAiErrorBody, UpstreamError } from './errors.js';
-import { parseObject, type UpstreamClient } from './http.js';
+import { parseObject, refuseDeepNesting, type UpstreamClient } from './http.js';
 import { parseSse } from './sse.js';
 import { openAiUsage, usageOf } from './tokens.js';
 import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
@@ -107,6 +107,7 @@ async function* openAiChunks(body: AsyncIterable<Buffer>, complete: () => void):
       throw new UpstreamError('malformed', 'Upstream stream sent malformed JSON');
     }
     if (!data || typeof data !== 'object') throw new UpstreamError('malformed', 'Upstream stream sent a non-object event');
+    refuseDeepNesting(event.data);
     if (data.error) throw new UpstreamError('http', 'Upstream stream reported an error', 502, { error: data.error as Record<string, unknown> });
     finished ||= Array.isArray(data.choices) && (data.choices as { finish_reason?: unknown }[]).some((choice) => typeof choice?.finish_reason === 'string');
     // Data spread over several lines is forwarded re-serialized: SSE would need each line prefixed again.

@@ -224,6 +224,23 @@ describe.each(BACKENDS)('POST /batches on %s', (backend) => {
       await expectRejected(() => fileBatch('numbered.jsonl'), /^Line 4 is not valid JSON/);
     });
 
+    // Regressions found by fuzzing: bytes that are not UTF-8 were reported at the first line of their chunk, a lone
+    // surrogate named no line, a later check's line was named before an earlier line's problem, and a refused url
+    // was quoted whole into the answer.
+    it('every refusal names the first line at fault, and quotes a refused value only in part', async () => {
+      const good = JSON.stringify({ body: chatRequest('local-chat') });
+      const badByte = Buffer.concat([Buffer.from(`${good}\n`.repeat(10)), Buffer.from([0xff]), Buffer.from(`${good}\n`)]);
+      expect((await put('bad-byte.jsonl', badByte)).statusCode).toBe(201);
+      await expectRejected(() => fileBatch('bad-byte.jsonl'), /The input file is not valid UTF-8 \(near line 11\)/);
+      expect((await put('surrogate.jsonl', `${good}\n{"custom_id":"\\ud800","body":${JSON.stringify(chatRequest('local-chat'))}}\n`)).statusCode).toBe(201);
+      await expectRejected(() => fileBatch('surrogate.jsonl'), /^Line 2: .*surrogate/);
+      const requests = [{ body: chatRequest('no-such-model') }, { custom_id: 'b', body: chatRequest('local-chat') }, { custom_id: 'b', body: chatRequest('local-chat') }];
+      await expectRejected(() => postBatch(t, { endpoint: CHAT, requests }), /^Line 1: model "no-such-model"/);
+      const res = await postBatch(t, { endpoint: CHAT, requests: [{ url: `/v1/${'x'.repeat(100_000)}`, body: chatRequest('local-chat') }] });
+      expect(res.statusCode).toBe(400);
+      expect(res.body.length).toBeLessThan(1_000);
+    });
+
     it.each([
       ['an array', ['a']],
       ['a string', 'tags'],

@@ -120,6 +120,30 @@ describe.each(BACKENDS)('running batches on %s', (backend) => {
     expect((await itemsOf(t, batch.id))[0]).toMatchObject({ status: 'failed', response_status_code: 400, error_message: 'bad\uFFFDinput' });
   });
 
+  it("a pretty-printed answer is stored on one line, the upstream's text otherwise kept", async () => {
+    const answer = { id: 'c', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'two\nlines' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 } };
+    fake.queue({ raw: JSON.stringify(answer, null, 2).replace(/\n/g, '\r\n') });
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 1) });
+    await waitForBatch(t, created.id);
+    const { res, lines } = await resultsOf(t, created.id);
+    expect(res.body.trimEnd().split('\n')).toHaveLength(1);
+    expect(lines[0]!.response!.body).toEqual(answer);
+  });
+
+  // Regression: flattening the answer with JSON.stringify(JSON.parse(...)) overflowed the stack outside the item's
+  // error handling, so the item stayed running until its lease ran out, ran (and was billed) three times, and failed
+  // with a wrong reason; its items page was a 500.
+  it('an answer nested too deep to handle fails its item as a malformed answer, and the batch reads back', async () => {
+    const deep = `{"id":"c","object":"chat.completion","choices":[],"x":\n${'['.repeat(20_000)}${']'.repeat(20_000)}}`;
+    fake.queue({ raw: deep }, { raw: deep }, { raw: deep });
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 1) });
+    const batch = await waitForBatch(t, created.id);
+    expect(batch.request_counts).toEqual({ total: 1, completed: 0, failed: 1, cancelled: 0 });
+    const [item] = await itemsOf(t, batch.id);
+    expect(item).toMatchObject({ status: 'failed', response_status_code: 502, error_message: expect.stringMatching(/nested more than 1000 levels/) });
+    expect(t.logs.filter((line) => (JSON.parse(line) as { level: number }).level >= 50)).toEqual([]);
+  });
+
   it('transient upstream failures (5xx, a timeout) are retried and the item succeeds', async () => {
     fake.queue({ status: 500 }, { hang: true });
     const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 1) });

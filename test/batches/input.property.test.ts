@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { checkUniqueCustomIds, inlineLine, jsonlLines, type BatchLine } from '../../src/areas/batches/input.js';
+import { inlineLine, reusedCustomId, jsonlLines, type BatchLine } from '../../src/areas/batches/input.js';
 import { AppError } from '../../src/http/errors.js';
 
 const text = fc.string({ unit: 'grapheme', maxLength: 40 });
@@ -93,11 +93,12 @@ describe('batch input, properties', () => {
       fc.property(fc.uniqueArray(fc.string({ minLength: 1, maxLength: 8 }), { minLength: 2, maxLength: 10 }), fc.nat(), fc.nat(), (ids, a, b) => {
         const first = a % ids.length;
         const lines = ids.map((id, i) => ({ customId: id, body: {}, lineNumber: i + 1 }));
-        checkUniqueCustomIds(lines);
+        expect(reusedCustomId(lines)).toBeNull();
         const duplicate = { customId: ids[first]!, body: {}, lineNumber: ids.length + 1 + (b % 3) };
-        expect(lineErrorOf(() => checkUniqueCustomIds([...lines, duplicate]))).toBe(
-          `Line ${duplicate.lineNumber}: custom_id ${JSON.stringify(ids[first])} is already used by line ${first + 1}`,
-        );
+        expect(reusedCustomId([...lines, duplicate])).toEqual({
+          lineNumber: duplicate.lineNumber,
+          problem: `custom_id ${JSON.stringify(ids[first])} is already used by line ${first + 1}`,
+        });
       }),
     );
   });

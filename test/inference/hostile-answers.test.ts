@@ -98,6 +98,24 @@ describe('hostile upstream answers', () => {
     expect(errorLogs()).toEqual([]);
   });
 
+  // Regression: a guardrail's rewritten answer (and a batch item's stored one) went through JSON.stringify, which
+  // overflows the stack past a few thousand levels: a 500.
+  it('an answer nested more than 1000 levels deep is a malformed answer (502), as JSON and as a stream event', async () => {
+    const nested = `${'['.repeat(5_000)}${']'.repeat(5_000)}`;
+    const content = 'write to jane.doe@example.com';
+    s.fake.queue({ raw: `{"id":"a","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"${content}"},"finish_reason":"stop"}],"x":${nested}}` });
+    const json = await post(s.t, s.token.value, '/chat/completions', chatBody(guarded));
+    expect(json.statusCode, json.body.slice(0, 300)).toBe(502);
+    expect(json.json().error.message).toMatch(/nested more than 1000 levels/);
+    s.fake.queue({ raw: `data: {"id":"a","choices":[{"index":0,"delta":{"content":"hi"}}],"x":${nested}}\n\ndata: [DONE]\n\n` });
+    const stream = await post(s.t, s.token.value, '/chat/completions', chatBody(plain, { stream: true }));
+    expect(stream.statusCode, stream.body.slice(0, 300)).toBe(502);
+    // Deep but within the bound, and a long answer whose brackets sit in strings: answered as usual.
+    s.fake.queue({ raw: `{"id":"a","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"${'[{'.repeat(3_000)}"},"finish_reason":"stop"}],"x":${'['.repeat(900)}${']'.repeat(900)}}` });
+    expect((await post(s.t, s.token.value, '/chat/completions', chatBody(plain))).statusCode).toBe(200);
+    expect(errorLogs()).toEqual([]);
+  });
+
   it("a 200 holding only an error message (a string) is the upstream's failure, with its message", async () => {
     s.fake.queue({ raw: '{"error":"boom"}' });
     const res = await post(s.t, s.token.value, '/chat/completions', chatBody(plain));

@@ -28,8 +28,14 @@ function isObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function lineError(lineNumber: number, problem: string): AppError {
+export function lineError(lineNumber: number, problem: string): AppError {
   return ERRORS.validation(`Line ${lineNumber}: ${problem}`);
+}
+
+/** A value quoted for an error message, cut short: a refused line may hold megabytes. */
+function quoted(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 100 ? `${text.slice(0, 100)}…` : text;
 }
 
 /** Interface 4.7 rules 2 and 3 first (each with its own message), then the endpoint's full body schema. */
@@ -58,9 +64,9 @@ function checkCustomId(value: unknown, lineNumber: number): string | null {
 /** Interface 4.7 rule 4, for JSONL lines and inline requests that spell them out. */
 function checkTarget(line: JsonObject, endpoint: BatchEndpoint, lineNumber: number): void {
   if (line.url !== undefined && line.url !== endpoint) {
-    throw lineError(lineNumber, `url ${JSON.stringify(line.url)} does not match the batch endpoint ${endpoint}`);
+    throw lineError(lineNumber, `url ${quoted(line.url)} does not match the batch endpoint ${endpoint}`);
   }
-  if (line.method !== undefined && line.method !== 'POST') throw lineError(lineNumber, `method must be POST, got ${JSON.stringify(line.method)}`);
+  if (line.method !== undefined && line.method !== 'POST') throw lineError(lineNumber, `method must be POST, got ${quoted(line.method)}`);
 }
 
 /**
@@ -83,8 +89,10 @@ export function fileLine(endpoint: BatchEndpoint, text: string, lineNumber: numb
   try {
     value = parseClientJson(text, `line ${lineNumber}`);
   } catch (err) {
-    if (err instanceof AppError && err.code === 'invalid_json') throw ERRORS.validation(err.message.replace('Request body', `Line ${lineNumber}`));
-    throw err;
+    if (!(err instanceof AppError)) throw err;
+    // Every refusal names its line (a lone surrogate, a NUL, as well as bad JSON), keeping its code.
+    const message = err.code === 'invalid_json' ? err.message.replace('Request body', `Line ${lineNumber}`) : `Line ${lineNumber}: ${err.message}`;
+    throw new AppError(err.statusCode, err.type, message, err.code);
   }
   if (!isObject(value)) throw lineError(lineNumber, 'must be a JSON object { custom_id?, method?, url?, body }');
   if (!('body' in value)) throw lineError(lineNumber, 'body is required');
@@ -96,6 +104,8 @@ export function fileLine(endpoint: BatchEndpoint, text: string, lineNumber: numb
 export function isBlank(text: string): boolean {
   return text.trim() === '';
 }
+
+const NEWLINE = 0x0a;
 
 /**
  * The lines of a UTF-8 JSONL stream, numbered from 1, at most `maxLines` request lines (blank lines are not
@@ -116,16 +126,17 @@ export async function* jsonlLines(chunks: AsyncIterable<Buffer>, endpoint: Batch
   };
   try {
     for await (const chunk of chunks) {
-      const text = decoder.decode(chunk, { stream: true });
+      // Split on the newline byte, then decoded line by line (a newline byte is never part of a multi-byte
+      // character): bytes that are not UTF-8 are reported on their own line.
       let start = 0;
-      for (let end = text.indexOf('\n'); end !== -1; end = text.indexOf('\n', start)) {
-        unended.push(text.slice(start, end));
+      for (let end = chunk.indexOf(NEWLINE); end !== -1; end = chunk.indexOf(NEWLINE, start)) {
+        unended.push(decoder.decode(chunk.subarray(start, end)));
         const line = take(unended.join(''));
         unended = [];
         start = end + 1;
         if (line) yield line;
       }
-      if (start < text.length) unended.push(text.slice(start));
+      if (start < chunk.length) unended.push(decoder.decode(chunk.subarray(start), { stream: true }));
     }
     const last = take(unended.join('') + decoder.decode());
     if (last) yield last;
@@ -141,13 +152,20 @@ export function tooManyLines(maxLines: number): AppError {
   return ERRORS.validation(`The batch has more than ${maxLines} request lines (the maximum, WAYGATE_BATCH_MAX_LINES)`);
 }
 
+/** What is wrong with a line found only by looking at others (a reused custom_id, a model of the batch). */
+export interface LineProblem {
+  lineNumber: number;
+  problem: string;
+}
+
 /** custom_id identifies a result line, so two lines may not share one (as with OpenAI's batches). */
-export function checkUniqueCustomIds(lines: BatchLine[]): void {
+export function reusedCustomId(lines: BatchLine[]): LineProblem | null {
   const seen = new Map<string, number>();
   for (const line of lines) {
     if (line.customId === null) continue;
     const first = seen.get(line.customId);
-    if (first !== undefined) throw lineError(line.lineNumber, `custom_id ${JSON.stringify(line.customId)} is already used by line ${first}`);
+    if (first !== undefined) return { lineNumber: line.lineNumber, problem: `custom_id ${quoted(line.customId)} is already used by line ${first}` };
     seen.set(line.customId, line.lineNumber);
   }
+  return null;
 }

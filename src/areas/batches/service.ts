@@ -6,7 +6,7 @@ import { pageSize, unixSeconds } from '../../platform/time.js';
 import type { Capability } from '../../providers/types.js';
 import type { FileService } from '../files/service.js';
 import type { ModelService } from '../models/service.js';
-import { checkUniqueCustomIds, inlineLine, jsonlLines, tooManyLines, type BatchEndpoint, type BatchLine } from './input.js';
+import { inlineLine, jsonlLines, lineError, reusedCustomId, tooManyLines, type BatchEndpoint, type BatchLine, type LineProblem } from './input.js';
 import type { BatchRecord, BatchStatus, BatchStore, ItemRecord, ItemStatus } from './store.js';
 import { resultLine } from './views.js';
 
@@ -88,8 +88,10 @@ export class BatchService {
     }
     const lines = input.requests ? this.inlineLines(input.endpoint, input.requests) : await this.fileLines(scope, input.endpoint, input.input_file!);
     if (lines.length === 0) throw ERRORS.validation('The batch has no request lines');
-    checkUniqueCustomIds(lines);
-    await this.checkModels(scope, input.endpoint, lines);
+    // The first line with a problem is the one named (interface 4.7 rule 5), whichever check finds it.
+    const problems = [reusedCustomId(lines), await this.modelProblem(scope, input.endpoint, lines)].filter((found) => found !== null);
+    const first = problems.sort((a, b) => a.lineNumber - b.lineNumber)[0];
+    if (first) throw lineError(first.lineNumber, first.problem);
 
     const now = Date.now();
     const batch: BatchRecord = {
@@ -131,17 +133,19 @@ export class BatchService {
   }
 
   /** Every model a line names must be the project's and offer the endpoint's capability: found now, not per item. */
-  private async checkModels(scope: ProjectScope, endpoint: BatchEndpoint, lines: BatchLine[]): Promise<void> {
+  /** The first line (in line order) naming a model the project lacks, or one without the endpoint's capability. */
+  private async modelProblem(scope: ProjectScope, endpoint: BatchEndpoint, lines: BatchLine[]): Promise<LineProblem | null> {
     const firstLine = new Map<string, number>();
     for (const line of lines) if (!firstLine.has(line.body.model as string)) firstLine.set(line.body.model as string, line.lineNumber);
     const capability = CAPABILITY[endpoint];
     for (const [key, lineNumber] of firstLine) {
       const model = await this.models.find(scope, key);
-      if (!model) throw ERRORS.validation(`Line ${lineNumber}: model "${key}" is not a model of this project (GET /models lists them)`);
+      if (!model) return { lineNumber, problem: `model "${key}" is not a model of this project (GET /models lists them)` };
       if (!model.record.capabilities.includes(capability)) {
-        throw ERRORS.validation(`Line ${lineNumber}: model "${key}" does not offer ${capability} (it offers ${model.record.capabilities.join(', ')})`);
+        return { lineNumber, problem: `model "${key}" does not offer ${capability} (it offers ${model.record.capabilities.join(', ')})` };
       }
     }
+    return null;
   }
 
   /** Another project's batch is a 404 like a missing one. */

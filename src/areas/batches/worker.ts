@@ -50,10 +50,13 @@ interface BatchContext {
   refusal: string | null;
 }
 
-/** A provider answer as one JSONL-safe line: JSON text has newlines only between tokens, so they can go. */
+/**
+ * A provider answer as one JSONL-safe line. JSON text holds line breaks only as white space between tokens (inside
+ * strings they are escaped), so each becomes a space: no parsing, and the upstream's bytes otherwise kept.
+ */
 function oneLine(answer: JsonAnswer): string {
   const text = answer.raw ?? JSON.stringify(answer.body);
-  return text.includes('\n') || text.includes('\r') ? JSON.stringify(JSON.parse(text)) : text;
+  return text.includes('\n') || text.includes('\r') ? text.replace(/[\r\n]/g, ' ') : text;
 }
 
 /** Failures worth another attempt: the upstream was down, slow or overloaded, or something unexpected happened. */
