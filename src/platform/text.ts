@@ -1,6 +1,12 @@
-/** PostgreSQL text cannot hold NUL: text from an upstream is stored (and returned) with U+FFFD in its place. */
+/** A UTF-16 surrogate without its pair: no character, and not storable as UTF-8. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * Text from an upstream as it can be stored, and is then returned: PostgreSQL text cannot hold NUL, and a lone
+ * surrogate would come back from the database as other characters. Each becomes U+FFFD.
+ */
 export function storableText(text: string): string {
-  return text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
+  return text.replaceAll('\u0000', '\uFFFD').replace(LONE_SURROGATE, '\uFFFD');
 }
 
 /**

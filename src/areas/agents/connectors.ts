@@ -85,17 +85,29 @@ function openAiResponsesBody(connection: Connection, call: ConnectionCall) {
   return { model: connection.model, input: call.messages.map((m) => ({ type: 'message', role: m.role, content: m.content })) };
 }
 
+type ResponsesPart = { type?: unknown; text?: unknown; refusal?: unknown };
+
+/** A message part's text: output text, or a refusal (the model's answer too). */
+function partText(part: ResponsesPart | null): string | null {
+  if (part?.type === 'output_text' && typeof part.text === 'string') return part.text;
+  return part?.type === 'refusal' && typeof part.refusal === 'string' ? part.refusal : null;
+}
+
 function openAiResponsesAnswer(parsed: unknown): Omit<ConnectionAnswer, 'remoteContext'> {
-  const answer = parsed as { output?: { type?: unknown; content?: { type?: unknown; text?: unknown }[] }[]; usage?: { input_tokens?: unknown; output_tokens?: unknown } } | null;
+  const answer = parsed as { status?: unknown; error?: { message?: unknown } | null; output?: { type?: unknown; content?: unknown }[]; usage?: { input_tokens?: unknown; output_tokens?: unknown } } | null;
+  // A response that failed, or stopped short, answered nothing to pass on as a reply.
+  if (answer?.error || answer?.status === 'failed' || answer?.status === 'incomplete') {
+    const reason = asText(answer.error?.message, `its response is ${asText(answer.status, 'failed')}`);
+    throw ERRORS.upstreamFailed(`The connected agent failed: ${reason.slice(0, 200)}`);
+  }
   if (!Array.isArray(answer?.output)) throw malformed('output');
-  const text = answer.output
-    .filter((item) => item?.type === 'message')
-    .flatMap((item) => item.content ?? [])
-    .filter((part) => part?.type === 'output_text' && typeof part.text === 'string')
-    .map((part) => part.text as string)
-    .join('');
+  const texts = answer.output
+    .filter((item) => item?.type === 'message' && Array.isArray(item.content))
+    .flatMap((item) => (item.content as (ResponsesPart | null)[]).map(partText))
+    .filter((text) => text !== null);
+  if (texts.length === 0) throw malformed('text');
   const usage = answer.usage;
-  return { text, usage: reportedUsage(usage?.input_tokens, usage?.output_tokens) };
+  return { text: texts.join(''), usage: reportedUsage(usage?.input_tokens, usage?.output_tokens) };
 }
 
 /**
@@ -129,8 +141,8 @@ function a2aAnswer(parsed: unknown): ConnectionAnswer {
     // A task that did not complete has no answer to give: it failed, was refused, or waits for what a turn cannot send.
     const state = (result.status as { state?: unknown } | undefined)?.state;
     if (state !== 'completed') throw ERRORS.upstreamFailed(`The connected agent's task ended ${typeof state === 'string' ? state.slice(0, 50) : 'without a state'}, not completed`);
-    const artifacts = (result.artifacts as { parts?: unknown }[] | undefined) ?? [];
-    text = artifacts.flatMap((a) => texts(a.parts));
+    const artifacts = Array.isArray(result.artifacts) ? (result.artifacts as ({ parts?: unknown } | null)[]) : [];
+    text = artifacts.flatMap((a) => texts(a?.parts));
     if (text.length === 0) text = texts((result.status as { message?: { parts?: unknown } } | undefined)?.message?.parts);
   }
   if (text.length === 0) throw malformed('text');

@@ -171,8 +171,13 @@ export class AgentRunner {
       ...(config.maxTokens !== null ? { max_tokens: config.maxTokens } : {}),
     };
     const answer = await this.inference.chat(caller, body);
-    const content = (answer.body.choices as { message?: { content?: unknown } }[] | undefined)?.[0]?.message?.content;
-    return { text: typeof content === 'string' ? content : '', usage: { inputTokens: answer.usage.inputTokens, outputTokens: answer.usage.outputTokens }, remoteContext: undefined };
+    const choices = answer.body.choices;
+    const message = (Array.isArray(choices) ? (choices[0] as { message?: { content?: unknown; refusal?: unknown } } | null) : null)?.message;
+    // The reply is the message's text, or its refusal; an answer with neither (tool calls only, no choices) has
+    // nothing to say back: the turn fails, and nothing is stored.
+    const text = typeof message?.content === 'string' ? message.content : typeof message?.refusal === 'string' ? message.refusal : null;
+    if (text === null) throw ERRORS.upstreamFailed(`The agent's model "${config.modelKey}" answered without a message text`);
+    return { text, usage: { inputTokens: answer.usage.inputTokens, outputTokens: answer.usage.outputTokens }, remoteContext: undefined };
   }
 
   /** A connected agent, metered as one usage event (its tokens as it reports them, or counted). */
