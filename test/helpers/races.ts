@@ -1,19 +1,21 @@
 /**
  * Makes the next `n` calls of `target[method]` wait for one another after their own work, so that a race between
  * concurrent requests happens on every run instead of by luck. Calls after the n-th pass straight through once all
- * have arrived; `stagger` ms separate the held calls' release, in arrival order. Returns a function that restores the
- * method.
+ * have arrived; `stagger` ms separate the held calls' release, in the order they were called (not the order their
+ * work ended: on PostgreSQL two reads on two connections may end either way round). Returns a function that
+ * restores the method.
  */
 export function holdTogether(target: object, method: string, n: number, staggerMs = 0): () => void {
   const holder = target as Record<string, (...args: unknown[]) => Promise<unknown>>;
   const original = holder[method]!;
+  let called = 0;
   let arrived = 0;
   let open!: () => void;
   const all = new Promise<void>((resolve) => (open = resolve));
   holder[method] = async (...args: unknown[]) => {
+    const index = called++;
     const result = await original.apply(target, args);
-    const index = arrived++;
-    if (arrived === n) open();
+    if (++arrived === n) open();
     await all;
     if (staggerMs > 0) await new Promise((resolve) => setTimeout(resolve, index * staggerMs));
     return result;
