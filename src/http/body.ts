@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import secureJson from 'secure-json-parse';
+import { jsonNestsDeeperThan } from '../platform/text.js';
 import { ERRORS } from './errors.js';
 
 /** What PostgreSQL cannot store: NUL characters and lone UTF-16 surrogates (JSONB refuses both). */
@@ -40,31 +41,6 @@ const SUSPECT = /\\u0000|\0|\\u[dD][89a-fA-F]/;
 /** Deepest nesting of arrays and objects a client's JSON may have: deeper, writing it out again could overflow the stack. */
 export const MAX_JSON_DEPTH = 100;
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const OPEN_BRACKET = 0x5b;
-const CLOSE_BRACKET = 0x5d;
-
-/** Whether valid JSON text nests deeper than MAX_JSON_DEPTH (text shorter than twice that cannot). */
-function nestsTooDeep(text: string): boolean {
-  if (text.length <= MAX_JSON_DEPTH * 2) return false;
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === BACKSLASH) i++;
-      else if (c === QUOTE) inString = false;
-    } else if (c === QUOTE) inString = true;
-    else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
-      if (++depth > MAX_JSON_DEPTH) return true;
-    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) depth--;
-  }
-  return false;
-}
-
 /**
  * Client JSON as Fastify's own parser reads it (`__proto__` and `constructor.prototype` keys refused, not merged),
  * and only values PostgreSQL can store. Throws the 400 to answer; `where` names the text in the message.
@@ -76,7 +52,7 @@ export function parseClientJson(text: string, where = 'body'): unknown {
   } catch (err) {
     throw ERRORS.malformedJson(err instanceof Error ? err.message : String(err));
   }
-  if (nestsTooDeep(text)) throw ERRORS.validation(`JSON of the ${where} nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`);
+  if (jsonNestsDeeperThan(text, MAX_JSON_DEPTH)) throw ERRORS.validation(`JSON of the ${where} nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`);
   const unstorable = SUSPECT.test(text) ? findUnstorable(value) : null;
   if (unstorable === 'nul') throw ERRORS.nulCharacter(where);
   if (unstorable === 'surrogate') throw ERRORS.loneSurrogate();

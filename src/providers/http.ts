@@ -4,6 +4,7 @@ import type { Agent, Dispatcher } from 'undici';
 // The Agent module alone, not undici's index: the index also loads fetch, WebSocket, caches and mocks, about 3 MB of
 // heap that a gateway never uses. The version is pinned, and test/providers/http.test.ts covers this client.
 import AgentClass from 'undici/lib/dispatcher/agent.js';
+import { jsonNestsDeeperThan } from '../platform/text.js';
 import { openAiErrorBody, UpstreamError, type UpstreamFailure } from './errors.js';
 
 export interface UpstreamSettings {
@@ -310,31 +311,9 @@ export function safeParse(text: string): unknown {
  */
 const MAX_ANSWER_DEPTH = 1_000;
 
-const [QUOTE, BACKSLASH, OPEN_BRACKET, CLOSE_BRACKET, OPEN_BRACE, CLOSE_BRACE] = ['"', '\\', '[', ']', '{', '}'].map((c) => c.charCodeAt(0));
-
-/**
- * Whether valid JSON text nests deeper than MAX_ANSWER_DEPTH. Shorter text cannot: most answers are not scanned.
- */
-function nestedTooDeep(text: string): boolean {
-  if (text.length <= 2 * MAX_ANSWER_DEPTH) return false;
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === BACKSLASH) i++;
-      else if (c === QUOTE) inString = false;
-    } else if (c === QUOTE) inString = true;
-    else if (c === OPEN_BRACKET || c === OPEN_BRACE) {
-      if (++depth > MAX_ANSWER_DEPTH) return true;
-    } else if (c === CLOSE_BRACKET || c === CLOSE_BRACE) depth--;
-  }
-  return false;
-}
-
 /** A malformed upstream reply when parsed valid JSON text nests too deep to be handled (see MAX_ANSWER_DEPTH). */
 export function refuseDeepNesting(text: string): void {
-  if (nestedTooDeep(text)) throw new UpstreamError('malformed', `Upstream answered with JSON nested more than ${MAX_ANSWER_DEPTH} levels deep`);
+  if (jsonNestsDeeperThan(text, MAX_ANSWER_DEPTH)) throw new UpstreamError('malformed', `Upstream answered with JSON nested more than ${MAX_ANSWER_DEPTH} levels deep`);
 }
 
 /** Parses a JSON object answer, or fails as a malformed upstream reply. */
