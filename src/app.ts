@@ -20,7 +20,7 @@ import { userRoutes } from './areas/users/routes.js';
 import type { Context } from './context.js';
 import { registerAuditHook } from './http/audit-hook.js';
 import { registerJsonParser, rejectNulInUrls } from './http/body.js';
-import { frameworkErrorHandler, registerErrorHandling } from './http/error-handler.js';
+import { frameworkErrorHandler, overheadMs, registerErrorHandling } from './http/error-handler.js';
 import { registerRequestId, requestIdFromHeaders } from './http/request-id.js';
 import { serializerCompiler, validatorCompiler } from './http/validation.js';
 
@@ -62,7 +62,7 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
     done();
   });
   app.addHook('onSend', (request, reply, payload, done) => {
-    reply.header('x-waygate-overhead-ms', Math.max(0, reply.elapsedTime - request.upstreamMs).toFixed(3));
+    reply.header('x-waygate-overhead-ms', overheadMs(reply, request.upstreamMs));
     // While shutting down, tell keep-alive clients to go, so close() is not left waiting on their idle sockets.
     if (ctx.health.stopping) reply.header('connection', 'close');
     done(null, payload);

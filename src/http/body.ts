@@ -1,13 +1,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import secureJson from 'secure-json-parse';
-import { jsonNestsDeeperThan } from '../platform/text.js';
+import { jsonNestsDeeperThan, LONE_SURROGATE } from '../platform/text.js';
 import { ERRORS } from './errors.js';
 
 /** What PostgreSQL cannot store: NUL characters and lone UTF-16 surrogates (JSONB refuses both). */
 type Unstorable = 'nul' | 'surrogate';
-
-/** A high surrogate without a low one after it, or a low one without a high one before it. */
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 function unstorableIn(text: string): Unstorable | null {
   if (text.includes('\0')) return 'nul';
@@ -52,7 +49,7 @@ export function parseClientJson(text: string, where = 'body'): unknown {
   } catch (err) {
     throw ERRORS.malformedJson(err instanceof Error ? err.message : String(err));
   }
-  if (jsonNestsDeeperThan(text, MAX_JSON_DEPTH)) throw ERRORS.validation(`JSON of the ${where} nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`);
+  if (jsonNestsDeeperThan(text, value, MAX_JSON_DEPTH)) throw ERRORS.validation(`JSON of the ${where} nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`);
   const unstorable = SUSPECT.test(text) ? findUnstorable(value) : null;
   if (unstorable === 'nul') throw ERRORS.nulCharacter(where);
   if (unstorable === 'surrogate') throw ERRORS.loneSurrogate();

@@ -1,5 +1,4 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { requestIdFromHeaders } from './request-id.js';
 import { DependencyUnavailableError, isConnectionFailure } from '../platform/errors.js';
 import { AppError, ERRORS, UpstreamRejection } from './errors.js';
 import { formatValidationError } from './validation.js';
@@ -41,6 +40,11 @@ function send(reply: FastifyReply, appError: AppError): void {
   void reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify({ error: { ...error, ...appError.details } }));
 }
 
+/** x-waygate-overhead-ms: the time the request spent in Waygate so far, its upstream waits left out. */
+export function overheadMs(reply: FastifyReply, upstreamMs: number): string {
+  return Math.max(0, reply.elapsedTime - upstreamMs).toFixed(3);
+}
+
 /**
  * Errors Fastify raises before routing (a badly encoded URL, an over-long path parameter): hooks do not run
  * for these, so the headers every answer carries are set here (no upstream was asked).
@@ -48,7 +52,8 @@ function send(reply: FastifyReply, appError: AppError): void {
 export function frameworkErrorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const status = typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
   const message = error.code === 'FST_ERR_BAD_URL' ? `Malformed URL: ${request.url.slice(0, 200)}` : error.message;
-  void reply.header('x-request-id', requestIdFromHeaders(request)).header('x-waygate-overhead-ms', reply.elapsedTime.toFixed(3));
+  // request.id is what genReqId gave this request (and its log lines): the client's, or a new one.
+  void reply.header('x-request-id', request.id).header('x-waygate-overhead-ms', overheadMs(reply, 0));
   send(reply, new AppError(status, 'invalid_request_error', message, error.code === 'FST_ERR_BAD_URL' ? 'bad_url' : 'invalid_request'));
 }
 

@@ -23,9 +23,12 @@ export function isConnectionFailure(err: unknown): boolean {
  * Replies of a Redis that cannot serve right now (a replica after a failover, a restart loading its data, a
  * cluster in trouble) and ioredis' own timeout: the request was fine, the service is not.
  */
-const REDIS_UNAVAILABLE = /^(READONLY|LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|BUSY)\b|Command timed out|Connection is closed|Stream isn't writeable/;
+const REDIS_UNAVAILABLE = /^(READONLY|LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|BUSY)\b|Command timed out|Connection is closed|Stream isn't writeable/i;
 
-/** Runs a Redis command; an unreachable Redis surfaces as DependencyUnavailableError (503), command errors stay. */
+/**
+ * Runs a Redis command; a Redis that is unreachable or cannot serve now surfaces as DependencyUnavailableError
+ * (503), other command errors stay.
+ */
 export async function redisCall<T>(operation: () => Promise<T>): Promise<T> {
   try {
     return await operation();

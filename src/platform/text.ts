@@ -1,12 +1,13 @@
-/** A UTF-16 surrogate without its pair: no character, and not storable as UTF-8. */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+/** A UTF-16 surrogate without its pair (a high one without a low one after it, or the reverse): no character. */
+export const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
 
 /**
  * Text from an upstream as it can be stored, and is then returned: PostgreSQL text cannot hold NUL, and a lone
  * surrogate would come back from the database as other characters. Each becomes U+FFFD.
  */
 export function storableText(text: string): string {
-  return text.replaceAll('\u0000', '\uFFFD').replace(LONE_SURROGATE, '\uFFFD');
+  return text.replaceAll('\u0000', '\uFFFD').replace(LONE_SURROGATES, '\uFFFD');
 }
 
 /**
@@ -19,26 +20,26 @@ export function asText(value: unknown, fallback = ''): string {
   return fallback;
 }
 
-const [QUOTE, BACKSLASH, OPEN_BRACKET, CLOSE_BRACKET, OPEN_BRACE, CLOSE_BRACE] = ['"', '\\', '[', ']', '{', '}'].map((c) => c.charCodeAt(0));
-
 /**
- * Whether valid JSON text nests arrays and objects deeper than `maxDepth`. JSON.parse takes any depth, but writing
- * the value out again (JSON.stringify) overflows the stack at a few thousand levels. Text shorter than twice the
- * depth cannot: it is not scanned.
+ * Whether parsed JSON nests arrays and objects deeper than `maxDepth`. JSON.parse takes any depth, but writing the
+ * value out again (JSON.stringify) overflows the stack at a few thousand levels. `text` is the JSON it was parsed
+ * from: shorter than twice the depth, it cannot nest that deep, and the value is not walked. The walk skips
+ * strings and numbers, so it stays cheap where a scan of the text would not (an embedding's thousands of numbers).
  */
-export function jsonNestsDeeperThan(text: string, maxDepth: number): boolean {
-  if (text.length <= maxDepth * 2) return false;
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === BACKSLASH) i++;
-      else if (c === QUOTE) inString = false;
-    } else if (c === QUOTE) inString = true;
-    else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
-      if (++depth > maxDepth) return true;
-    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) depth--;
+export function jsonNestsDeeperThan(text: string, value: unknown, maxDepth: number): boolean {
+  if (text.length <= maxDepth * 2 || typeof value !== 'object' || value === null) return false;
+  const nodes: object[] = [value];
+  const depths: number[] = [1];
+  while (nodes.length > 0) {
+    const node = nodes.pop()!;
+    const depth = depths.pop()!;
+    if (depth > maxDepth) return true;
+    for (const child of Array.isArray(node) ? node : Object.values(node)) {
+      if (typeof child === 'object' && child !== null) {
+        nodes.push(child as object);
+        depths.push(depth + 1);
+      }
+    }
   }
   return false;
 }

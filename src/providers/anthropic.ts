@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { ERRORS } from '../http/errors.js';
 import { UpstreamError } from './errors.js';
-import { parseObject, refuseDeepNesting, type UpstreamClient } from './http.js';
+import { isJsonObject, parseEvent, parseObject, type UpstreamClient } from './http.js';
 import { joinUrl } from './openai-compatible.js';
 import { parseSse } from './sse.js';
 import { openAiUsage, tokenCount } from './tokens.js';
-import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider, Usage } from './types.js';
+import type { CallOptions, ChatChunk, JsonObject, JsonResult, ModelTarget, Provider, Usage } from './types.js';
 import { asText } from '../platform/text.js';
 import { unixSeconds } from '../platform/time.js';
 
@@ -32,9 +32,6 @@ function finishReasonOf(reason: unknown): string {
   return Object.hasOwn(STOP_REASONS, key) ? STOP_REASONS[key]! : 'stop';
 }
 
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function imageBlock(url: string): Block {
   const data = /^data:([^;]+);base64,(.*)$/s.exec(url);
@@ -46,7 +43,7 @@ function contentBlocks(content: unknown): Block[] {
   if (typeof content === 'string') return content === '' ? [] : [{ type: 'text', text: content }];
   if (!Array.isArray(content)) return [];
   return content.flatMap((part: unknown) => {
-    if (!isObject(part)) return [];
+    if (!isJsonObject(part)) return [];
     if (part.type === 'text') return [{ type: 'text', text: asText(part.text, '') }];
     if (part.type === 'image_url') return [imageBlock(asText((part.image_url as { url?: unknown } | undefined)?.url, ''))];
     throw ERRORS.validation(`Anthropic models take text and image_url content parts; a "${asText(part.type)}" part cannot be sent`);
@@ -80,7 +77,7 @@ function translateMessages(messages: JsonObject[]): { system: string | undefined
     } else if (role === 'tool') {
       push('user', [{ type: 'tool_result', tool_use_id: asText(message.tool_call_id, ''), content: contentBlocks(message.content) }]);
     } else if (role === 'assistant') {
-      const calls = Array.isArray(message.tool_calls) ? (message.tool_calls as unknown[]).filter(isObject) : [];
+      const calls = Array.isArray(message.tool_calls) ? (message.tool_calls as unknown[]).filter(isJsonObject) : [];
       const toolUses = calls.map((call) => {
         const fn = (call.function ?? {}) as JsonObject;
         return { type: 'tool_use', id: asText(call.id, ''), name: asText(fn.name, ''), input: parseArguments(fn.arguments) };
@@ -111,7 +108,7 @@ export function toAnthropicRequest(body: JsonObject, model: string, stream: bool
   }
   const stop = typeof body.stop === 'string' ? [body.stop] : (body.stop ?? undefined);
   const tools = Array.isArray(body.tools)
-    ? (body.tools as unknown[]).filter(isObject).map((tool) => {
+    ? (body.tools as unknown[]).filter(isJsonObject).map((tool) => {
         const fn = (tool.function ?? {}) as JsonObject;
         return { name: fn.name, description: fn.description, input_schema: fn.parameters ?? { type: 'object', properties: {} } };
       })
@@ -135,7 +132,7 @@ export function toAnthropicRequest(body: JsonObject, model: string, stream: bool
 
 /** An Anthropic message as a chat.completion. */
 export function fromAnthropicMessage(message: JsonObject): JsonObject {
-  const blocks = Array.isArray(message.content) ? (message.content as unknown[]).filter(isObject) : [];
+  const blocks = Array.isArray(message.content) ? (message.content as unknown[]).filter(isJsonObject) : [];
   const text = blocks.filter((b) => b.type === 'text').map((b) => asText(b.text, '')).join('');
   const toolCalls = blocks
     .filter((b) => b.type === 'tool_use')
@@ -161,7 +158,7 @@ export function fromAnthropicMessage(message: JsonObject): JsonObject {
 
 /** Anthropic's usage object as token counts, when it holds an input count. */
 function anthropicUsage(value: unknown): Usage | null {
-  const usage = (isObject(value) ? value : {}) as { input_tokens?: unknown; output_tokens?: unknown };
+  const usage = (isJsonObject(value) ? value : {}) as { input_tokens?: unknown; output_tokens?: unknown };
   const input = tokenCount(usage.input_tokens);
   return input === undefined ? null : { inputTokens: input, outputTokens: tokenCount(usage.output_tokens) ?? 0, estimated: false };
 }
@@ -178,14 +175,8 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>, complete: () => voi
     data: { id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }] },
   });
   for await (const event of parseSse(body)) {
-    let data: JsonObject;
-    try {
-      data = JSON.parse(event.data) as JsonObject;
-    } catch {
-      throw new UpstreamError('malformed', 'Upstream stream sent malformed JSON');
-    }
-    if (!isObject(data)) throw new UpstreamError('malformed', 'Upstream stream sent a non-object event');
-    refuseDeepNesting(event.data);
+    const data = parseEvent(event.data);
+    if (!isJsonObject(data)) throw new UpstreamError('malformed', 'Upstream stream sent a non-object event');
     switch (data.type) {
       case 'message_start': {
         const message = (data.message ?? {}) as JsonObject;
@@ -258,9 +249,9 @@ export function anthropic(client: UpstreamClient): Provider {
       const message = parseObject(response.text);
       return { body: fromAnthropicMessage(message), usage: anthropicUsage(message.usage) };
     },
-    async chatStream(target, body, options): Promise<ChatStream> {
+    async chatStream(target, body, options): Promise<AsyncIterable<ChatChunk>> {
       const response = await client.postStream(request(target, body, true, options));
-      return { chunks: anthropicChunks(response.body, response.complete) };
+      return anthropicChunks(response.body, response.complete);
     },
     async embeddings() {
       throw ERRORS.validation('Anthropic models do not offer embeddings');

@@ -90,7 +90,7 @@ export class UpstreamClient {
 
   /**
    * POSTs JSON and hands back the body once a 2xx status arrived; its failures are UpstreamErrors too. A reader that
-   * has seen the end of the answer (`[DONE]`) calls `complete()` before it stops: the rest of the body is then read
+   * has seen the end of the answer (`[DONE]`, Anthropic's `message_stop`) calls `complete()` before it stops: the rest of the body is then read
    * and dropped, so that the connection stays in the pool, instead of the request being aborted.
    */
   async postStream(request: UpstreamRequest): Promise<{ body: AsyncIterable<Buffer>; complete(): void }> {
@@ -131,7 +131,7 @@ export class UpstreamClient {
 
 /** Chunks a stream holds before the upstream socket is paused (its reader is slower than the upstream). */
 const STREAM_HIGH_WATER_CHUNKS = 16;
-/** What a complete answer's body may still send after its end (`[DONE]`) before the request is aborted anyway. */
+/** What a complete answer's body may still send after its end (see postStream) before the request is aborted anyway. */
 const DRAIN_BYTES = 64 * 1024;
 const DRAIN_MS = 1_000;
 const RETRY_AFTER = 'retry-after';
@@ -312,14 +312,30 @@ export function safeParse(text: string): unknown {
 const MAX_ANSWER_DEPTH = 1_000;
 
 /** A malformed upstream reply when parsed valid JSON text nests too deep to be handled (see MAX_ANSWER_DEPTH). */
-export function refuseDeepNesting(text: string): void {
-  if (jsonNestsDeeperThan(text, MAX_ANSWER_DEPTH)) throw new UpstreamError('malformed', `Upstream answered with JSON nested more than ${MAX_ANSWER_DEPTH} levels deep`);
+function refuseDeepNesting(text: string, value: unknown): void {
+  if (jsonNestsDeeperThan(text, value, MAX_ANSWER_DEPTH)) throw new UpstreamError('malformed', `Upstream answered with JSON nested more than ${MAX_ANSWER_DEPTH} levels deep`);
+}
+
+export function isJsonObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** Parses a JSON object answer, or fails as a malformed upstream reply. */
 export function parseObject(text: string): Record<string, unknown> {
   const parsed = safeParse(text);
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UpstreamError('malformed', 'Upstream answered with malformed JSON');
-  refuseDeepNesting(text);
-  return parsed as Record<string, unknown>;
+  if (!isJsonObject(parsed)) throw new UpstreamError('malformed', 'Upstream answered with malformed JSON');
+  refuseDeepNesting(text, parsed);
+  return parsed;
+}
+
+/** The JSON of one SSE event of an upstream stream, or a malformed upstream reply (not JSON, or nested too deep). */
+export function parseEvent(data: string): unknown {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(data);
+  } catch {
+    throw new UpstreamError('malformed', 'Upstream stream sent malformed JSON');
+  }
+  refuseDeepNesting(data, parsed);
+  return parsed;
 }

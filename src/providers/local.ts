@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ERRORS } from '../http/errors.js';
 import { contentText, estimateChatInput, estimateEmbeddingInput, estimateTokens, openAiUsage } from './tokens.js';
-import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
+import type { CallOptions, ChatChunk, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
 import { unixSeconds } from '../platform/time.js';
 
 export const LOCAL_CHAT_MODEL = 'local-chat';
@@ -168,8 +168,8 @@ export function local(): Provider {
     async chat(target: ModelTarget, body: JsonObject) {
       return completionFromText(body, localReply(body), target.upstreamModel);
     },
-    async chatStream(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<ChatStream> {
-      return { chunks: chunksFromText(body, localReply(body), target.upstreamModel, 0, options.signal) };
+    async chatStream(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<AsyncIterable<ChatChunk>> {
+      return chunksFromText(body, localReply(body), target.upstreamModel, 0, options.signal);
     },
     async embeddings(target: ModelTarget, body: JsonObject) {
       return embeddingsFromText(body, target.upstreamModel);

@@ -34,7 +34,7 @@ export function mock(): Provider {
     async chatStream(target, body, options) {
       await behave(target, options);
       const pause = (target.mock?.latencyMs ?? 0) / 10;
-      return { chunks: chunksFromText(body, target.mock?.reply ?? DEFAULT_REPLY, target.upstreamModel, pause, options.signal) };
+      return chunksFromText(body, target.mock?.reply ?? DEFAULT_REPLY, target.upstreamModel, pause, options.signal);
     },
     async embeddings(target, body, options) {
       await behave(target, options);

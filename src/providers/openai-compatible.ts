@@ -1,8 +1,8 @@
 import { openAiErrorBody, UpstreamError } from './errors.js';
-import { parseObject, refuseDeepNesting, type UpstreamClient } from './http.js';
+import { isJsonObject, parseEvent, parseObject, type UpstreamClient } from './http.js';
 import { parseSse } from './sse.js';
 import { openAiUsage, usageOf } from './tokens.js';
-import type { CallOptions, ChatChunk, ChatStream, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
+import type { CallOptions, ChatChunk, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
 
 /** Where an openai-compatible model without a baseUrl goes: OpenAI's own API. */
 export const OPENAI_BASE_URL = 'https://api.openai.com/v1';
@@ -61,7 +61,7 @@ export class OpenAiStyleProvider implements Provider {
     return this.postJson(target, 'chat/completions', body, options);
   }
 
-  async chatStream(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<ChatStream> {
+  async chatStream(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<AsyncIterable<ChatChunk>> {
     // Usage is always asked for, so metering never has to guess; the gateway drops the usage chunk for clients
     // that did not ask for it.
     const streamOptions = { ...((body.stream_options as JsonObject | undefined) ?? {}), include_usage: true };
@@ -71,7 +71,7 @@ export class OpenAiStyleProvider implements Provider {
       body: JSON.stringify({ ...body, model: target.upstreamModel, stream: true, stream_options: streamOptions }),
       signal: options.signal,
     });
-    return { chunks: streamedChunks(response.body, response.complete) };
+    return streamedChunks(response.body, response.complete);
   }
 
   embeddings(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<JsonResult> {
@@ -100,14 +100,8 @@ async function* openAiChunks(body: AsyncIterable<Buffer>, complete: () => void):
       complete();
       return;
     }
-    let data: JsonObject;
-    try {
-      data = JSON.parse(event.data) as JsonObject;
-    } catch {
-      throw new UpstreamError('malformed', 'Upstream stream sent malformed JSON');
-    }
+    const data = parseEvent(event.data) as JsonObject;
     if (!data || typeof data !== 'object') throw new UpstreamError('malformed', 'Upstream stream sent a non-object event');
-    refuseDeepNesting(event.data);
     if (data.error) throw new UpstreamError('http', 'Upstream stream reported an error', 502, { error: data.error as Record<string, unknown> });
     finished ||= Array.isArray(data.choices) && (data.choices as { finish_reason?: unknown }[]).some((choice) => typeof choice?.finish_reason === 'string');
     // Data spread over several lines is forwarded re-serialized: SSE would need each line prefixed again.
@@ -159,7 +153,7 @@ async function* completionChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Ch
   if (isErrorAnswer(completion)) throw new UpstreamError('http', 'Upstream reported an error', 502, openAiErrorBody(200, completion, text));
   const head = { id: completion.id, object: 'chat.completion.chunk', created: completion.created, model: completion.model };
   const choices = Array.isArray(completion.choices) ? (completion.choices as unknown[]) : [];
-  if (choices.some((choice) => !isObject(choice))) throw new UpstreamError('malformed', 'Upstream answered a stream request with a choice that is not an object');
+  if (choices.some((choice) => !isJsonObject(choice))) throw new UpstreamError('malformed', 'Upstream answered a stream request with a choice that is not an object');
   for (const [position, choice] of (choices as JsonObject[]).entries()) {
     const index = typeof choice.index === 'number' ? choice.index : position;
     const message = (choice.message ?? {}) as JsonObject;
@@ -173,9 +167,6 @@ async function* completionChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Ch
   if (usage) yield { data: { ...head, choices: [], usage: openAiUsage(usage) } };
 }
 
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 export function joinUrl(base: string, path: string): string {
   return `${base.replace(/\/+$/, '')}/${path}`;

@@ -56,14 +56,10 @@ export interface ChatChunk {
   raw?: string;
 }
 
-export interface ChatStream {
-  chunks: AsyncIterable<ChatChunk>;
-}
-
 export interface Provider {
   chat(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<JsonResult>;
-  /** Resolves once the upstream accepted the stream (retries happen before that); chunks follow. */
-  chatStream(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<ChatStream>;
+  /** Resolves once the upstream accepted the stream (retries happen before that) with its chunks, still to come. */
+  chatStream(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<AsyncIterable<ChatChunk>>;
   embeddings(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<JsonResult>;
   moderations(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<JsonResult>;
 }

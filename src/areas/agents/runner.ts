@@ -102,7 +102,7 @@ export class AgentRunner {
         : await this.runConnected(runCaller, agent, version, conversation, history, turn, request.endpoint);
     const [replyText] = await this.guard(runCaller, agent, version.config.outputGuardrailKey, 'output', [storableText(answer.text)]);
     const now = Date.now();
-    const { stored } = await this.store.append(
+    const stored = await this.store.append(
       caller.scope,
       conversation ? { conversationId } : { agentId: agent.id, newConversationId: conversationId },
       [

@@ -303,14 +303,14 @@ export class AgentStore {
    * Stores a turn after the conversation's last message, in one transaction; with no conversation, the turn starts
    * one in the same transaction (a failed turn leaves nothing). A turn racing another on the same conversation takes
    * the positions after it. A `remoteContext` (a connected A2A agent's contextId) replaces the stored one.
-   * Returns the conversation id and the stored messages with their positions.
+   * Returns the stored messages with their positions.
    */
   async append(
     scope: ProjectScope,
     target: { conversationId: string } | { agentId: string; newConversationId: string },
     messages: Omit<MessageRecord, 'seq'>[],
     remoteContext: string | undefined,
-  ): Promise<{ conversationId: string; stored: MessageRecord[] }> {
+  ): Promise<MessageRecord[]> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.transaction(async (trx) => {
@@ -362,7 +362,7 @@ export class AgentStore {
               )
               .execute();
           }
-          return { conversationId, stored };
+          return stored;
         });
       } catch (err) {
         if (isUniqueViolation(err) && attempt < APPEND_ATTEMPTS) continue;

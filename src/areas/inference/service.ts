@@ -516,8 +516,8 @@ export class InferenceService {
       const sent = await this.guardInput(caller, primary, guards.input, body, chatInputTexts);
       // Up to the first chunk: the upstream's time to its first token is upstream time, not Waygate's.
       chunks = await this.firstAnswer(caller, candidates, attempts, async (m) => {
-        const answer = await this.providers[m.record.provider.type].chatStream(m.target, capped(sent, reservation, m.target), { signal: caller.signal, requestId: caller.requestId });
-        return withFirstRead(answer.chunks);
+        const upstream = await this.providers[m.record.provider.type].chatStream(m.target, capped(sent, reservation, m.target), { signal: caller.signal, requestId: caller.requestId });
+        return withFirstRead(upstream);
       });
     } catch (err) {
       const status = statusOf(err);

@@ -155,16 +155,16 @@ function checkCapabilities(type: ProviderType, upstreamModel: string, capabiliti
 }
 
 /**
- * A provider field as it is after the input: sent, kept (the type stays), or none (a new type starts without the
- * old type's settings, and another type does not read it). Sending one to a type that does not read it is a 400.
+ * A provider field as it is after the input: sent, kept, or none when the type does not read it. A stored model
+ * holds only its own type's settings (the store drops the others), so a new type never inherits the old one's.
+ * Sending one to a type that does not read it is a 400.
  */
-function typeField<F extends keyof typeof TYPE_FIELDS>(field: F, type: ProviderType, sent: ProviderSettings[F] | undefined, stored: { type: ProviderType; value: ProviderSettings[F] }): ProviderSettings[F] | null {
+function typeField<F extends keyof typeof TYPE_FIELDS>(field: F, type: ProviderType, sent: ProviderSettings[F] | undefined, stored: ProviderSettings[F]): ProviderSettings[F] | null {
   if (type !== TYPE_FIELDS[field]) {
     if (sent !== undefined && sent !== null) throw ERRORS.validation(`provider.${field} is only for ${TYPE_FIELDS[field]} models`);
     return null;
   }
-  if (sent !== undefined) return sent;
-  return stored.type === type ? stored.value : null;
+  return sent === undefined ? stored : sent;
 }
 
 function checkHeaders(headers: Record<string, string> | undefined): void {
@@ -310,9 +310,9 @@ export class ModelService {
     const provider: ProviderSettings = {
       type,
       baseUrl,
-      apiVersion: typeField('apiVersion', type, p.apiVersion, { type: model.provider.type, value: model.provider.apiVersion }),
-      deployment: typeField('deployment', type, p.deployment, { type: model.provider.type, value: model.provider.deployment }),
-      mock: typeField('mock', type, p.mock, { type: model.provider.type, value: model.provider.mock }),
+      apiVersion: typeField('apiVersion', type, p.apiVersion, model.provider.apiVersion),
+      deployment: typeField('deployment', type, p.deployment, model.provider.deployment),
+      mock: typeField('mock', type, p.mock, model.provider.mock),
       headerNames: sealed.headerNames,
       hasApiKey: sealed.hasApiKey,
     };

@@ -19,7 +19,7 @@ export interface ProjectRecord {
 }
 
 /** The fields a project update writes; the others are left as stored. */
-export type ProjectChange = Partial<Pick<ProjectRecord, 'name' | 'budget' | 'rateLimit' | 'limitsUpdatedAt'>>;
+type ProjectChange = Partial<Pick<ProjectRecord, 'name' | 'budget' | 'rateLimit' | 'limitsUpdatedAt'>>;
 
 function toRecord(row: Selectable<ProjectsTable>): ProjectRecord {
   return {
