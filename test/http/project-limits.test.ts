@@ -173,16 +173,25 @@ describe.each(BACKENDS)('project limits on %s', (backend) => {
       Number((await t.ctx.database.db.selectFrom('projects').select('limits_updated_at').where('id', '=', project.id).executeTakeFirstOrThrow()).limits_updated_at);
     const before = await version();
     await new Promise((resolve) => setTimeout(resolve, 5));
-    // Both read first; the removal writes first, the new budget 50 ms later.
+    // Both read first; the removal writes first, the new budget 50 ms later. The held calls are released in the
+    // order they were made, so the removal is sent alone until its read has begun (its auth may take round trips).
+    const projects = t.ctx.services.projects as unknown as { require: (...args: unknown[]) => Promise<unknown> };
+    const require = projects.require;
+    let reads = 0;
+    projects.require = (...args) => {
+      reads++;
+      return require.apply(projects, args);
+    };
     const restore = holdTogether(t.ctx.services.projects, 'require', 2, 50);
     try {
       const removing = patch(project.id, { budget: null });
-      await new Promise((resolve) => setImmediate(resolve));
+      for (let i = 0; i < 500 && reads === 0; i++) await new Promise((resolve) => setTimeout(resolve, 2));
       const setting = patch(project.id, { budget: { maxTokens: 100, period: 'day' } });
       expect((await removing).statusCode).toBe(200);
       expect((await setting).statusCode).toBe(200);
     } finally {
       restore();
+      projects.require = require;
     }
     expect(await listed(project.id)).toMatchObject({ budget: { maxTokens: 100, period: 'day' } });
     expect(await version()).toBeGreaterThan(before);
