@@ -113,6 +113,13 @@ const validProvider = fc.oneof(
   fc.record({ type: fc.constant('azure-openai'), baseUrl: fc.constant('https://r.openai.azure.com'), apiVersion: fc.constantFrom('2024-10-21', null), deployment: fc.constantFrom('d', null) }, { requiredKeys: ['type', 'baseUrl'] }),
   fc.record({ type: fc.constant('mock'), mock: fc.record({ reply: fc.string({ maxLength: 20 }), latencyMs: fc.constant(0), failureRate: fc.double({ min: 0, max: 1, noNaN: true }) }, { requiredKeys: [] }) }, { requiredKeys: ['type'] }),
 );
+/** What the registry lets each provider type offer (models/service.ts offeredCapabilities). */
+const OFFERED_CAPABILITIES: Record<string, readonly string[]> = {
+  'openai-compatible': CAPABILITIES,
+  anthropic: ['chat'],
+  'azure-openai': ['chat', 'embeddings', 'tts', 'stt'],
+  mock: ['chat', 'embeddings', 'moderation'],
+};
 const validBody = fc.record(
   {
     key: validKey,
@@ -120,11 +127,18 @@ const validBody = fc.record(
     provider: validProvider,
     capabilities: fc.subarray(CAPABILITIES, { minLength: 1 }),
     pricing: fc.oneof(fc.record({ inputPer1M: fc.double({ min: 0, max: 1e6, noNaN: true }), outputPer1M: fc.double({ min: 0, max: 1e6, noNaN: true }), currency: fc.constantFrom('USD', 'EUR') }), fc.constant(null)),
-    guardrails: fc.record({ input: fc.array(fc.stringMatching(/^[a-z]{1,8}$/), { maxLength: 2 }), output: fc.array(fc.stringMatching(/^[a-z]{1,8}$/), { maxLength: 2 }) }, { requiredKeys: [] }),
+    // Named guardrails must exist in the project, and this one has none: a name is one of the mutations.
+    guardrails: fc.record({ input: fc.constant([]), output: fc.constant([]) }, { requiredKeys: [] }),
     fallbacks: fc.subarray(['local-chat', 'local-embed']),
   },
   { requiredKeys: ['key', 'provider', 'capabilities'] },
-);
+).map((body) => {
+  // Kept to what the provider type offers, so that most unmutated bodies are valid and the property reaches the
+  // database; a capability the type lacks is one of the mutations.
+  const offered = OFFERED_CAPABILITIES[body.provider.type]!;
+  const capabilities = body.capabilities.filter((capability) => offered.includes(capability));
+  return { ...body, capabilities: capabilities.length > 0 ? capabilities : ['chat'] };
+});
 /** Where a mutation lands: a top-level field, a provider field, or a field nobody knows. */
 const FIELD_PATHS = [
   ['key'], ['name'], ['upstreamModel'], ['capabilities'], ['pricing'], ['guardrails'], ['fallbacks'], ['provider'],
