@@ -130,14 +130,13 @@ export function toAnthropicRequest(body: JsonObject, model: string, stream: bool
   return request;
 }
 
-/** An Anthropic message as a chat.completion. */
-export function fromAnthropicMessage(message: JsonObject): JsonObject {
+/** An Anthropic message as a chat.completion; `usage` is its counts, when the caller has them already. */
+export function fromAnthropicMessage(message: JsonObject, usage = anthropicUsage(message.usage)): JsonObject {
   const blocks = Array.isArray(message.content) ? (message.content as unknown[]).filter(isJsonObject) : [];
   const text = blocks.filter((b) => b.type === 'text').map((b) => asText(b.text, '')).join('');
   const toolCalls = blocks
     .filter((b) => b.type === 'tool_use')
     .map((b) => ({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } }));
-  const usage = anthropicUsage(message.usage);
   return {
     id: asText(message.id, `chatcmpl-${randomUUID()}`),
     object: 'chat.completion',
@@ -247,7 +246,8 @@ export function anthropic(client: UpstreamClient): Provider {
     async chat(target, body, options): Promise<JsonResult> {
       const response = await client.postJson(request(target, body, false, options));
       const message = parseObject(response.text);
-      return { body: fromAnthropicMessage(message), usage: anthropicUsage(message.usage) };
+      const usage = anthropicUsage(message.usage);
+      return { body: fromAnthropicMessage(message, usage), usage };
     },
     async chatStream(target, body, options): Promise<AsyncIterable<ChatChunk>> {
       const response = await client.postStream(request(target, body, true, options));
