@@ -121,7 +121,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
     if (licence.state === 'invalid' || licence.state === 'expired') log.warn({ licence: licence.state, reason: licence.error }, 'licence not in force');
 
     const { db } = database;
-    const projects = new ProjectService(new ProjectStore(db, database.dialect), database.dialect, bus);
+    const projects = new ProjectService(new ProjectStore(db, database.dialect, database.transaction), database.dialect, bus);
     await projects.start();
     const users = new UserService(new UserStore(db));
     const tokens = new TokenService(new TokenStore(db, database.dialect), projects, bus);

@@ -2,7 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBase32 } from '../../src/platform/ids.js';
 import { BACKENDS, call, createTestApp, createToken, createUserSession, type TestApp } from '../helpers/app.js';
 import { chatBody } from '../helpers/models.js';
-import { holdTogether } from '../helpers/races.js';
 
 /** PATCH /api/projects/:idOrKey: name, budget and rate limit of a project (owners and admins of its tenant only). */
 
@@ -165,7 +164,9 @@ describe.each(BACKENDS)('project limits on %s', (backend) => {
   });
   // Regression (found in review): both PATCHes read the budget before either wrote; the one setting it again decided
   // on the stale read that the budget had been there all along, so its counters were not restarted and the calls
-  // made while it was removed went uncounted.
+  // made while it was removed went uncounted. The decision is now made on the row read inside the update's
+  // transaction, so this holds both PATCHes just before their transactions until both have arrived (every read
+  // outside the transaction done), then lets the removal write first and the new budget 50 ms later.
   it('a budget set again while another PATCH removes it restarts the counters, however the two interleave', async () => {
     const project = await newProject();
     expect((await patch(project.id, { budget: { maxTokens: 100, period: 'day' } })).statusCode).toBe(200);
@@ -173,25 +174,28 @@ describe.each(BACKENDS)('project limits on %s', (backend) => {
       Number((await t.ctx.database.db.selectFrom('projects').select('limits_updated_at').where('id', '=', project.id).executeTakeFirstOrThrow()).limits_updated_at);
     const before = await version();
     await new Promise((resolve) => setTimeout(resolve, 5));
-    // Both read first; the removal writes first, the new budget 50 ms later. The held calls are released in the
-    // order they were made, so the removal is sent alone until its read has begun (its auth may take round trips).
-    const projects = t.ctx.services.projects as unknown as { require: (...args: unknown[]) => Promise<unknown> };
-    const require = projects.require;
-    let reads = 0;
-    projects.require = (...args) => {
-      reads++;
-      return require.apply(projects, args);
+    const store = (t.ctx.services.projects as unknown as { store: { update: (...args: unknown[]) => Promise<unknown> } }).store;
+    const update = store.update;
+    let arrived = 0;
+    let bothArrived!: () => void;
+    const both = new Promise<void>((resolve) => (bothArrived = resolve));
+    store.update = async (...args) => {
+      const index = arrived++;
+      if (arrived === 2) bothArrived();
+      await both;
+      await new Promise((resolve) => setTimeout(resolve, index * 50));
+      return update.apply(store, args);
     };
-    const restore = holdTogether(t.ctx.services.projects, 'require', 2, 50);
     try {
       const removing = patch(project.id, { budget: null });
-      for (let i = 0; i < 500 && reads === 0; i++) await new Promise((resolve) => setTimeout(resolve, 2));
+      // Sent alone until it has reached the store, so that the removal is the first to write.
+      for (let i = 0; i < 500 && arrived === 0; i++) await new Promise((resolve) => setTimeout(resolve, 2));
+      expect(arrived).toBe(1);
       const setting = patch(project.id, { budget: { maxTokens: 100, period: 'day' } });
       expect((await removing).statusCode).toBe(200);
       expect((await setting).statusCode).toBe(200);
     } finally {
-      restore();
-      projects.require = require;
+      store.update = update;
     }
     expect(await listed(project.id)).toMatchObject({ budget: { maxTokens: 100, period: 'day' } });
     expect(await version()).toBeGreaterThan(before);

@@ -37,20 +37,19 @@ export class ProjectService {
 
   /** Renames a project or sets its budget and rate limit (null removes them). */
   async update(tenantId: string, idOrKey: string, patch: ProjectPatch): Promise<ProjectRecord> {
-    const project = await this.require(tenantId, idOrKey);
     checkLimits(patch.budget, patch.rateLimit);
     const limitsChanged = patch.budget !== undefined || patch.rateLimit !== undefined;
-    if (patch.name === undefined && !limitsChanged) return project;
+    if (patch.name === undefined && !limitsChanged) return this.require(tenantId, idOrKey);
     // Only a budget that starts counting something anew restarts the counters. Any other change keeps them, and with
     // them the reservations of calls still running (new counters would start from stored usage without those). It is
     // decided on the budget as stored when the change is written: a concurrent PATCH may have just removed it.
-    const updated = await this.store.update(tenantId, project.id, (current) => ({
+    const updated = await this.store.update(tenantId, idOrKey, (current) => ({
       ...patch,
       limitsUpdatedAt: patch.budget !== undefined && startsCounting(current.budget, patch.budget) ? Date.now() : undefined,
     }));
     if (!updated) throw ERRORS.notFound('Project', idOrKey);
     // Best effort beyond this instance: without the notice others reload when their cached copy expires.
-    await this.cache.changed({ tenantId, projectId: project.id });
+    await this.cache.changed({ tenantId, projectId: updated.id });
     return updated;
   }
 
@@ -72,7 +71,8 @@ export class ProjectService {
 
   /** Creates a project, inside the caller's transaction when given. */
   async create(tenantId: string, input: { name: string; key?: string }, trx?: Db): Promise<ProjectRecord> {
-    const store = trx ? new ProjectStore(trx, this.dialect) : this.store;
+    // Bound to the caller's transaction, the store's own transactions are that one.
+    const store = trx ? new ProjectStore(trx, this.dialect, (fn) => fn(trx)) : this.store;
     const key = input.key ?? slugify(input.name);
     if (!PROJECT_KEY.test(key)) {
       throw ERRORS.validation('key must be 1-48 lower-case letters, digits or dashes (derived from name when omitted)');

@@ -1,4 +1,5 @@
 import type { Selectable } from 'kysely';
+import type { Transactor } from '../../db/index.js';
 import { fromJson, toJson } from '../../db/json.js';
 import type { Db, Dialect, ProjectsTable } from '../../db/types.js';
 import type { Budget, RateLimit } from '../limits/service.js';
@@ -35,7 +36,7 @@ function toRecord(row: Selectable<ProjectsTable>): ProjectRecord {
 }
 
 export class ProjectStore {
-  constructor(private readonly db: Db, private readonly dialect: Dialect) {}
+  constructor(private readonly db: Db, private readonly dialect: Dialect, private readonly transaction: Transactor) {}
 
   async insert(project: ProjectRecord): Promise<void> {
     await this.db
@@ -55,17 +56,18 @@ export class ProjectStore {
 
   /**
    * Writes only the fields given, so that two changes to different fields at once both hold; returns the project as
-   * stored, or null when it is gone. `changeOf` gets the project as stored, inside a transaction that holds it (the
-   * row locked on PostgreSQL; SQLite's one connection runs one transaction at a time), so a change that depends on
-   * the stored state cannot be decided on a state another change has replaced meanwhile.
+   * stored, or null when this tenant has no such project (by id or key). `changeOf` gets the project as stored,
+   * inside a transaction that holds it (the row locked on PostgreSQL; SQLite's one connection runs one transaction at
+   * a time), so a change that depends on the stored state cannot be decided on a state another change has replaced
+   * meanwhile.
    */
-  async update(tenantId: string, id: string, changeOf: (current: ProjectRecord) => ProjectChange): Promise<ProjectRecord | null> {
-    return this.db.transaction().execute(async (trx) => {
+  async update(tenantId: string, idOrKey: string, changeOf: (current: ProjectRecord) => ProjectChange): Promise<ProjectRecord | null> {
+    return this.transaction(async (trx) => {
       const current = await trx
         .selectFrom('projects')
         .selectAll()
         .where('tenant_id', '=', tenantId)
-        .where('id', '=', id)
+        .where((eb) => eb.or([eb('id', '=', idOrKey), eb('key', '=', idOrKey)]))
         .$if(this.dialect === 'postgres', (q) => q.forUpdate())
         .executeTakeFirst();
       if (!current) return null;
@@ -79,7 +81,7 @@ export class ProjectStore {
           ...(change.limitsUpdatedAt !== undefined ? { limits_updated_at: change.limitsUpdatedAt } : {}),
         })
         .where('tenant_id', '=', tenantId)
-        .where('id', '=', id)
+        .where('id', '=', current.id)
         .returningAll()
         .executeTakeFirst();
       return row ? toRecord(row) : null;
