@@ -67,12 +67,14 @@ interface PlannedCounter extends CounterReservation {
   retryAfterMs: number | null;
   /** Budget counters: where the stored usage to seed them from starts. */
   since: number;
+  /** Budget counters of a day or month: when that period ends (its counter is then another one). */
+  periodEnd: number | null;
   subject: LimitSubject;
 }
 
 /** What admission reserved, to be settled with the real amounts. */
 export interface Reservation {
-  counters: { key: string; kind: CounterKind; amount: number }[];
+  counters: { key: string; kind: CounterKind; amount: number; periodEnd: number | null }[];
   /** Whose limits it was reserved against: settlement finds their counters of its own moment from them. */
   subjects: LimitSubject[];
   /** Output tokens the call may use. */
@@ -127,7 +129,7 @@ export class LimitService {
     const cost = { base: Math.ceil(estimate.inputTokens * estimate.inputPricePerToken * NANO), perUnit: Math.ceil(estimate.outputPricePerToken * NANO) };
     for (const subject of subjects) {
       const id = subjectId(subject);
-      const window = { subject, seeded: false, since: 0, ttlMs: windowLeft + 1_000, retryAfterMs: windowLeft };
+      const window = { subject, seeded: false, since: 0, periodEnd: null, ttlMs: windowLeft + 1_000, retryAfterMs: windowLeft };
       const { rpm, tpm } = subject.rateLimit ?? {};
       if (rpm !== undefined) {
         planned.push({ ...window, key: `rl:${id}:rpm:${minute}`, kind: 'requests', base: 1, perUnit: 0, limit: rpm, describe: `rate limit of ${rpm} requests per minute` });
@@ -138,7 +140,7 @@ export class LimitService {
       const budget = subject.budget;
       if (!budget) continue;
       const { start, end } = periodBounds(budget.period, now);
-      const period = { subject, seeded: true, since: start, ttlMs: end === null ? 0 : end - now + MINUTE_MS, retryAfterMs: end === null ? null : end - now };
+      const period = { subject, seeded: true, since: start, periodEnd: end, ttlMs: end === null ? 0 : end - now + MINUTE_MS, retryAfterMs: end === null ? null : end - now };
       const name = budget.period === 'total' ? 'total' : budget.period === 'day' ? 'daily' : 'monthly';
       const budgetId = budgetSubjectId(subject);
       if (budget.maxTokens !== undefined) {
@@ -163,7 +165,7 @@ export class LimitService {
       const outcome = await this.counters.reserve(planned, { desired: Math.min(estimate.desiredOutput, MAX_ALLOWANCE), minimum: estimate.minimumOutput });
       if (outcome.ok) {
         return {
-          counters: planned.map(({ key, kind, base, perUnit }) => ({ key, kind, amount: base + perUnit * outcome.allowance })),
+          counters: planned.map(({ key, kind, base, perUnit, periodEnd }) => ({ key, kind, amount: base + perUnit * outcome.allowance, periodEnd })),
           subjects,
           allowance: outcome.allowance,
           // Only calls with output (chat) are capped; embeddings and moderation have no max_tokens to set.
@@ -184,15 +186,19 @@ export class LimitService {
    */
   async settle(reservation: Reservation | null, actual: Amounts): Promise<void> {
     if (!reservation) return;
-    // The same subjects plan the same counters in the same order; only budget keys can name another period.
-    const current = this.plan(reservation.subjects, NOTHING_MORE, Date.now());
+    const now = Date.now();
+    // Planned again only once a period has ended: the same subjects plan the same counters in the same order.
+    let current: PlannedCounter[] | null = null;
     const changes: { key: string; amount: number }[] = [];
     for (const [i, c] of reservation.counters.entries()) {
       if (c.kind === 'requests') continue;
       const used = c.kind === 'tokens' ? actual.tokens : Math.ceil(actual.cost * NANO);
-      const now = current[i]?.key ?? c.key;
-      if (now === c.key || !c.key.startsWith('bg:')) changes.push({ key: c.key, amount: used - c.amount });
-      else changes.push({ key: c.key, amount: -c.amount }, { key: now, amount: used });
+      if (c.periodEnd === null || now < c.periodEnd) {
+        changes.push({ key: c.key, amount: used - c.amount });
+        continue;
+      }
+      current ??= this.plan(reservation.subjects, NOTHING_MORE, now);
+      changes.push({ key: c.key, amount: -c.amount }, { key: current[i]!.key, amount: used });
     }
     await this.counters.adjust(changes);
   }
