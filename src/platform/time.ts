@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** ISO 8601 date or date-time; Date.parse alone would also take free text such as "hello 2". */
-const ISO_8601 = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i;
+const ISO_8601 = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i;
 
 export const HOUR_MS = 3_600_000;
 export const DAY_MS = 86_400_000;
@@ -23,9 +23,14 @@ export function utcDay(year: number, monthIndex: number, day: number): number {
   return date.getTime();
 }
 
+/** The moments an ISO 8601 / RFC 3339 timestamp can show with four year digits: years 0000 to 9999 in UTC. */
+const FIRST_ISO_MS = utcDay(0, 0, 1);
+const LAST_ISO_MS = utcDay(10_000, 0, 1) - 1;
+
 /**
  * Milliseconds for a real calendar moment (no 31 February, which Date.parse would roll over), else undefined.
  * Times without an offset are UTC, never the server's zone. A bare date as the upper bound covers its whole day.
+ * An offset that moves the moment out of years 0000 to 9999 is refused: it could not be shown back as a date-time.
  */
 export function parseTime(value: string | undefined, bound: 'from' | 'to'): number | undefined {
   const text = value?.trim() ?? '';
@@ -38,7 +43,8 @@ export function parseTime(value: string | undefined, bound: 'from' | 'to'): numb
   const hasOffset = /(?:Z|[+-]\d{2}:?\d{2})$/i.test(text);
   const ms = Date.parse(dateOnly || hasOffset ? text : `${text}Z`);
   if (Number.isNaN(ms)) return undefined;
-  return dateOnly && bound === 'to' ? ms + DAY_MS - 1 : ms;
+  const moment = dateOnly && bound === 'to' ? ms + DAY_MS - 1 : ms;
+  return moment >= FIRST_ISO_MS && moment <= LAST_ISO_MS ? moment : undefined;
 }
 
 /** Whether `work` settles (either way) within `ms`; the timer does not keep the process alive. */

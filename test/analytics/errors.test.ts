@@ -39,6 +39,9 @@ describe.each(BACKENDS)('analytics refusals and isolation on %s', (backend) => {
       ['from after to', 'from=2026-01-02&to=2026-01-01'],
       ['from one millisecond after to', 'from=2026-01-01T00:00:00.001Z&to=2026-01-01T00:00:00.000Z'],
       ['an unknown query parameter', 'since=2026-01-01'],
+      // Regression: these were answered with the bounds as '+010000-…' and '-000001-…', which are not date-times.
+      ['an offset that moves to into the year 10000', 'to=9999-12-31T23:59:59.999-23:59'],
+      ['an offset that moves from before the year 0000', 'from=0000-01-01T00:00:00%2B01:00'],
     ])('%s is a 400 with {error}', async (_name, query) => {
       const { status, body } = await get(t, t.ownerToken, path, query);
       expectError(status, body, 400);

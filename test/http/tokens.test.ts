@@ -140,6 +140,9 @@ describe.each(BACKENDS)('API tokens on %s', (backend) => {
   it.each([
     ['expiresAt in the past', { expiresAt: '2020-01-01T00:00:00.000Z' }, 'expiresAt'],
     ['expiresAt not a date', { expiresAt: 'tomorrow' }, 'expiresAt'],
+    // Regression: an offset took it into the year 10000; the token was stored, answered 500, and the token list
+    // failed from then on (its date could not be written as a date-time).
+    ['expiresAt after the year 9999 in UTC', { expiresAt: '9999-12-31T23:59:59-00:01' }, 'expiresAt'],
     ['an unknown permission-map service', { permissions: { spaceships: 'read' } }, 'spaceships'],
     ['an unknown permission level', { permissions: { agents: 'admin' } }, 'none, read, write'],
     ['a permission map naming self', { permissions: { self: 'read' } }, 'self'],
@@ -162,8 +165,16 @@ describe.each(BACKENDS)('API tokens on %s', (backend) => {
     const before = await t.ctx.database.db.selectFrom('api_tokens').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
     await createTokenRes(t, { expiresAt: '2020-01-01T00:00:00.000Z' });
     await createTokenRes(t, { projectId: 'prj_missing' });
+    await createTokenRes(t, { expiresAt: '9999-12-31T23:59:59-00:01' });
     const after = await t.ctx.database.db.selectFrom('api_tokens').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
     expect(Number(after.n)).toBe(Number(before.n));
+  });
+
+  it('the last moment a date-time can show is a valid expiresAt, and the list still answers', async () => {
+    const res = await createTokenRes(t, { expiresAt: '9999-12-31T23:59:59.999Z' });
+    expect(res.statusCode, res.body).toBe(201);
+    expect(res.json().token.expiresAt).toBe('9999-12-31T23:59:59.999Z');
+    expect((await call(t.app, t.adminSession, { method: 'GET', url: '/api/tokens' })).statusCode).toBe(200);
   });
 
   it('budget and rateLimit are stored and returned', async () => {

@@ -6,6 +6,7 @@ import { ConfigError } from '../../config.js';
 import { isUniqueViolation } from '../../db/errors.js';
 import type { Bus } from '../../platform/bus.js';
 import { newId } from '../../platform/ids.js';
+import { parseTime } from '../../platform/time.js';
 import type { ProjectService } from '../projects/service.js';
 import { checkLimits, type Budget, type RateLimit } from '../limits/service.js';
 import type { TokenRecord, TokenStore } from './store.js';
@@ -85,9 +86,10 @@ export class TokenService {
     checkLimits(input.budget, input.rateLimit);
     // The project may be named by id or key; the token stores the id.
     const project = input.projectId === null ? null : await this.projects.require(creator.tenantId, input.projectId);
-    const expiresAt = input.expiresAt === undefined ? null : Date.parse(input.expiresAt);
+    // parseTime refuses what could not be shown back as a date-time (after 9999-12-31T23:59:59.999Z in UTC).
+    const expiresAt = input.expiresAt === undefined ? null : (parseTime(input.expiresAt, 'from') ?? Number.NaN);
     if (expiresAt !== null && (Number.isNaN(expiresAt) || expiresAt <= Date.now())) {
-      throw ERRORS.validation('expiresAt must be an ISO 8601 date-time in the future');
+      throw ERRORS.validation('expiresAt must be an ISO 8601 date-time in the future, before the year 10000 in UTC');
     }
     const token: TokenRecord = {
       id: newId('tok'),
