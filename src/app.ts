@@ -20,7 +20,7 @@ import { userRoutes } from './areas/users/routes.js';
 import type { Context } from './context.js';
 import { registerAuditHook } from './http/audit-hook.js';
 import { registerJsonParser, rejectNulInUrls } from './http/body.js';
-import { frameworkErrorHandler, overheadMs, registerErrorHandling } from './http/error-handler.js';
+import { clientErrorHandler, frameworkErrorHandler, overheadMs, registerErrorHandling } from './http/error-handler.js';
 import { registerRequestId, requestIdFromHeaders } from './http/request-id.js';
 import { serializerCompiler, validatorCompiler } from './http/validation.js';
 
@@ -41,6 +41,7 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
     forceCloseConnections: 'idle',
     routerOptions: { ignoreTrailingSlash: true },
     frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
   }) as unknown as FastifyInstance;
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

@@ -1,3 +1,6 @@
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DependencyUnavailableError, isConnectionFailure } from '../platform/errors.js';
 import { AppError, ERRORS, UpstreamRejection } from './errors.js';
@@ -55,6 +58,30 @@ export function frameworkErrorHandler(error: FastifyError, request: FastifyReque
   // request.id is what genReqId gave this request (and its log lines): the client's, or a new one.
   void reply.header('x-request-id', request.id).header('x-waygate-overhead-ms', overheadMs(reply, 0));
   send(reply, new AppError(status, 'invalid_request_error', message, error.code === 'FST_ERR_BAD_URL' ? 'bad_url' : 'invalid_request'));
+}
+
+/**
+ * Requests Node's HTTP parser refuses (a header line without a colon, a control character in a header, both
+ * Content-Length and Transfer-Encoding, headers too large, a request too slow to arrive) never reach Fastify: they
+ * get the same `{ error }` shape and an x-request-id, written on the socket, which is then closed.
+ */
+export function clientErrorHandler(error: Error & { code?: string; reason?: string }, socket: Socket): void {
+  // A reset connection is already gone; nothing can be written to it.
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, message, code] =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'The request did not arrive in time', 'request_timeout']
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'The request headers are too large', 'headers_too_large']
+        : [400, `The request is not valid HTTP/1.1${error.reason ? `: ${error.reason}` : ''}`, 'malformed_http'];
+  const body = JSON.stringify({ error: { message, type: 'invalid_request_error', code } });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `X-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(error);
 }
 
 export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): void {
