@@ -21,6 +21,7 @@ import type { Context } from './context.js';
 import { registerAuditHook } from './http/audit-hook.js';
 import { registerJsonParser, rejectNulInUrls } from './http/body.js';
 import { clientErrorHandler, frameworkErrorHandler, overheadMs, registerErrorHandling } from './http/error-handler.js';
+import { withoutTokenValues } from './http/redact.js';
 import { registerRequestId, requestIdFromHeaders } from './http/request-id.js';
 import { serializerCompiler, validatorCompiler } from './http/validation.js';
 
@@ -56,7 +57,7 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
     done();
   });
   app.addHook('onResponse', (request, reply, done) => {
-    request.log.info({ method: request.method, url: request.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    request.log.info({ method: request.method, url: withoutTokenValues(request.url), statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
     // A response that began before shutdown (a stream) went out without `connection: close`: its keep-alive socket
     // would hold close() until the grace period ends.
     if (ctx.health.stopping) request.raw.socket?.end();

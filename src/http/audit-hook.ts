@@ -4,6 +4,7 @@ import type { AuditEvent } from '../areas/audit/store.js';
 import { newId } from '../platform/ids.js';
 import { operationIdOf } from './guards.js';
 import { ROUTE_PERMISSIONS } from './rbac.js';
+import { withoutTokenValues } from './redact.js';
 
 const STATE_CHANGING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -39,8 +40,9 @@ function recordAudit(audit: AuditService, request: FastifyRequest, reply: Fastif
   const principal = request.principal;
   const actor = request.auditActor;
   const [area] = operationId.split('.');
-  const path = request.url.split('?')[0] ?? request.url;
+  const path = withoutTokenValues(request.url.split('?')[0] ?? request.url);
   const userAgent = request.headers['user-agent'];
+  const resourceId = request.auditResource?.id ?? resourceFromParams(request);
   audit.record({
     id: newId('aud'),
     tenantId: principal?.tenantId ?? actor?.tenantId ?? null,
@@ -58,7 +60,7 @@ function recordAudit(audit: AuditService, request: FastifyRequest, reply: Fastif
     ipAddress: request.ip ?? null,
     userAgent: typeof userAgent === 'string' ? userAgent.slice(0, 256) : null,
     resourceType: request.auditResource?.type ?? null,
-    resourceId: request.auditResource?.id ?? resourceFromParams(request),
+    resourceId: resourceId === null ? null : withoutTokenValues(resourceId),
     createdAt: Date.now(),
   });
 }

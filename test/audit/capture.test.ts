@@ -230,8 +230,14 @@ describe.each(BACKENDS)('audit events hold no secrets on %s', (backend) => {
     secrets.push('Third-User-Password-55');
     await call(t.app, t.adminSession, { method: 'POST', url: '/api/tenants', payload: { name: 'Other', ownerEmail: 'o@example.test', ownerPassword: 'Tenant-Owner-Password-77' } });
     secrets.push('Tenant-Owner-Password-77');
+    // Regression: a token value sent where its id belongs (revoking "by value") was kept in the path, the resource id
+    // and the request log line.
+    await call(t.app, t.adminSession, { method: 'DELETE', url: `/api/tokens/${created.value}` });
+    await call(t.app, t.adminSession, { method: 'PATCH', url: `/api/projects/${t.ownerToken}`, payload: { name: 'x' } });
 
     await flushAudit(t);
+    expect(t.logs.join('\n')).not.toContain(created.value.slice(0, 16));
+    expect(t.logs.join('\n')).toContain(`/api/tokens/${created.value.slice(0, 12)}…`);
     const all = await t.ctx.database.db.selectFrom('audit_events').selectAll().execute();
     expect(all.length).toBeGreaterThanOrEqual(8);
     const text = JSON.stringify(all);
