@@ -70,6 +70,8 @@ export const ERRORS = {
   /** A total budget never resets, so it has no Retry-After. */
   budgetExceeded: (message: string, retryAfterSeconds: number | null) =>
     new AppError(429, 'rate_limit_error', message, 'budget_exceeded', retryAfterSeconds === null ? {} : { 'retry-after': String(retryAfterSeconds) }),
+  /** Running calls reserved what is left of a budget: it frees as they end. */
+  budgetInUse: (message: string) => new AppError(429, 'rate_limit_error', message, 'budget_in_use', { 'retry-after': '1' }),
   unavailable: (message: string, retryAfterSeconds?: number) =>
     new AppError(503, 'service_unavailable', message, 'unavailable', retryAfterSeconds ? { 'retry-after': String(retryAfterSeconds) } : {}),
   /** An upstream's own 4xx, passed through with its status and body. */

@@ -249,11 +249,28 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     // 10 input + 90 output reserved by each.
     const running = [0, 1, 2].map(() => chat(app, t.value, projectModel, { max_tokens: 90 }));
     await vi.waitFor(() => expect(fake().requests.length).toBe(before + 3), { timeout: 5_000, interval: 10 });
-    expectRefused(await chat(app, t.value, projectModel, { max_tokens: 90 }), 'budget_exceeded', null);
+    expectRefused(await chat(app, t.value, projectModel, { max_tokens: 90 }), 'budget_in_use', [1, 1]);
     const patched = await call(app, d.session, { method: 'PATCH', url: `/api/projects/${project.key}`, payload: { rateLimit: { rpm: 1000 } } });
     expect(patched.statusCode).toBe(200);
-    expectRefused(await chat(app, t.value, projectModel, { max_tokens: 90 }), 'budget_exceeded', null);
+    expectRefused(await chat(app, t.value, projectModel, { max_tokens: 90 }), 'budget_in_use', [1, 1]);
     for (const res of await Promise.all(running)) expect(res.statusCode).toBe(200);
+  });
+
+  // Regression: a budget full of running calls' reservations, with almost nothing spent, was reported "used up", with
+  // a Retry-After of the period's end.
+  it('a budget taken by the reservations of running calls is a 429 budget_in_use with Retry-After 1; once they end, calls go on', async () => {
+    const t = await token(d, { budget: { maxTokens: 10_000, period: 'day' } });
+    const before = fake().requests.length;
+    fake().queue({ delayMs: 400 }, { delayMs: 400 }, { delayMs: 400 });
+    // With no max_tokens each reserves its input and 4096 output tokens: the third gets what is left.
+    const running = [0, 1, 2].map(() => chat(app, t.value, model, {}));
+    await vi.waitFor(() => expect(fake().requests.length).toBe(before + 3), { timeout: 5_000, interval: 10 });
+    const refused = await chat(app, t.value, model, {});
+    expectRefused(refused, 'budget_in_use', [1, 1]);
+    expect(refused.json().error.message).toMatch(/10000 tokens is taken by the reservations of calls in progress/);
+    expect(fake().requests.length).toBe(before + 3);
+    for (const res of await Promise.all(running)) expect(res.statusCode).toBe(200);
+    expect((await chat(app, t.value, model, {})).statusCode).toBe(200);
   });
 
   // Regression (found in review): a period changed and changed back brought the earlier period's counter back, which

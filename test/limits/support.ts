@@ -140,7 +140,7 @@ export function embed(app: FastifyInstance, credential: string, model: string, i
 }
 
 /** A 429 of the given code, with or without Retry-After in a range of seconds. */
-export function expectRefused(res: LightMyRequestResponse, code: 'rate_limit_exceeded' | 'budget_exceeded', retryAfter: [number, number] | null): void {
+export function expectRefused(res: LightMyRequestResponse, code: 'rate_limit_exceeded' | 'budget_exceeded' | 'budget_in_use', retryAfter: [number, number] | null): void {
   expect(res.statusCode, res.body).toBe(429);
   expect(res.json().error).toMatchObject({ type: 'rate_limit_error', code });
   const header = res.headers['retry-after'];

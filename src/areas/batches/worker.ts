@@ -66,9 +66,12 @@ function transient(err: unknown): boolean {
   return true;
 }
 
-/** Waygate's own rpm/tpm limit (an upstream's 429 may carry the same code, and is a transient failure instead). */
+/**
+ * Waygate's own rpm/tpm limit, or a budget whose rest running calls (this batch's, often) have reserved: the item
+ * waits, as told. An upstream's 429 may carry the same code, and is a transient failure instead.
+ */
 function ownRateLimit(err: unknown): err is AppError {
-  return err instanceof AppError && !(err instanceof UpstreamRejection) && err.code === 'rate_limit_exceeded';
+  return err instanceof AppError && !(err instanceof UpstreamRejection) && (err.code === 'rate_limit_exceeded' || err.code === 'budget_in_use');
 }
 
 /** Redis or the database could not be reached: nothing is wrong with the item. */

@@ -173,7 +173,7 @@ export class LimitService {
         };
       }
       const counter = planned[outcome.index]!;
-      if (outcome.reason === 'limit') throw exceeded(counter);
+      if (outcome.reason === 'limit') throw await this.refusal(counter, estimate.minimumOutput);
       await this.seed(counter);
     }
     throw new Error('Budget counters could not be seeded');
@@ -216,14 +216,27 @@ export class LimitService {
   }
 
   private async seed(counter: PlannedCounter): Promise<void> {
-    const totals = await this.usage.totalsSince(counter.subject.scope, counter.since);
-    const value = counter.kind === 'tokens' ? totals.tokens : Math.ceil(totals.cost * NANO);
-    await this.counters.seed(counter.key, value, counter.ttlMs);
+    await this.counters.seed(counter.key, await this.spent(counter), counter.ttlMs);
   }
-}
 
-function exceeded(counter: PlannedCounter): AppError {
-  const who = counter.subject.kind === 'token' ? "This token's" : "This project's";
-  const retryAfter = counter.retryAfterMs === null ? null : Math.max(1, Math.ceil(counter.retryAfterMs / 1000));
-  return counter.key.startsWith('bg:') ? ERRORS.budgetExceeded(`${who} ${counter.describe} is used up`, retryAfter) : ERRORS.rateLimited(`${who} ${counter.describe} is reached; retry later`, retryAfter!);
+  /** What a budget counter's subject has spent in its period, by stored usage (in the counter's units). */
+  private async spent(counter: PlannedCounter): Promise<number> {
+    const totals = await this.usage.totalsSince(counter.subject.scope, counter.since);
+    return counter.kind === 'tokens' ? totals.tokens : Math.ceil(totals.cost * NANO);
+  }
+
+  /**
+   * The 429 for a counter with no room. A budget counter holds what was spent and what running calls reserved: when
+   * the spent part leaves room for this call, the budget is only taken by calls in progress, which give back what
+   * they do not use within moments, so the caller is told to retry shortly rather than at the end of the period.
+   */
+  private async refusal(counter: PlannedCounter, minimumOutput: number): Promise<AppError> {
+    const who = counter.subject.kind === 'token' ? "This token's" : "This project's";
+    const retryAfter = counter.retryAfterMs === null ? null : Math.max(1, Math.ceil(counter.retryAfterMs / 1000));
+    if (!counter.seeded) return ERRORS.rateLimited(`${who} ${counter.describe} is reached; retry later`, retryAfter!);
+    if ((await this.spent(counter)) + counter.base + counter.perUnit * minimumOutput > counter.limit) {
+      return ERRORS.budgetExceeded(`${who} ${counter.describe} is used up`, retryAfter);
+    }
+    return ERRORS.budgetInUse(`${who} ${counter.describe} is taken by the reservations of calls in progress; retry shortly`);
+  }
 }
