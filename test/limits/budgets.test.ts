@@ -273,6 +273,29 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     expect((await chat(app, t.value, model, {})).statusCode).toBe(200);
   });
 
+  // Regression: a PATCH that restarts the budget counters (another period) started them from stored usage, which
+  // lacked the calls still running, and those calls were settled on the old counters: the project could spend the
+  // whole budget again.
+  it('calls running across a PATCH that restarts the budget counters are counted in the new ones when they end', async () => {
+    const project = await limitedProject(d, { budget: { maxTokens: 300, period: 'day' } });
+    const projectModel = await fakeModel(d, fake(), {}, project.key);
+    const t = await token(d, { projectId: project.key });
+    fake().usage = { prompt: 10, completion: 90 };
+    const before = fake().requests.length;
+    fake().queue({ delayMs: 400 }, { delayMs: 400 }, { delayMs: 400 });
+    const running = [0, 1, 2].map(() => chat(app, t.value, projectModel, { max_tokens: 90 }));
+    await vi.waitFor(() => expect(fake().requests.length).toBe(before + 3), { timeout: 5_000, interval: 10 });
+    const patched = await call(app, d.session, { method: 'PATCH', url: `/api/projects/${project.key}`, payload: { budget: { maxTokens: 300, period: 'month' } } });
+    expect(patched.statusCode).toBe(200);
+    // A call admitted meanwhile starts the new counters from stored usage: the running calls' reservations are not
+    // in it (the README says so), but their usage is added when they end.
+    expect((await chat(app, t.value, projectModel, { max_tokens: 90 })).statusCode).toBe(200);
+    for (const res of await Promise.all(running)) expect(res.statusCode).toBe(200);
+    const refused = await chat(app, t.value, projectModel, { max_tokens: 90 });
+    expectRefused(refused, 'budget_exceeded', RETRY_AFTER.month!);
+    expect(fake().requests.length).toBe(before + 4);
+  });
+
   // Regression (found in review): a period changed and changed back brought the earlier period's counter back, which
   // had missed every call in between.
   it('a budget whose period changes and changes back counts the calls made in between', async () => {

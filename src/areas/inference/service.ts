@@ -342,6 +342,20 @@ export class InferenceService {
     return subjects;
   }
 
+  /**
+   * The reservation's subjects, with its project as it is now when the project's budget began counting anew since
+   * admission (a PATCH): the same array when nothing changed.
+   */
+  private async subjectsNow(reservation: Reservation): Promise<LimitSubject[]> {
+    const admitted = reservation.subjects.find((subject) => subject.kind === 'project');
+    if (!admitted) return reservation.subjects;
+    const project = await this.projects.cached(admitted.scope.tenantId, admitted.scope.projectId);
+    if (project?.limitsUpdatedAt === admitted.version) return reservation.subjects;
+    const others = reservation.subjects.filter((subject) => subject !== admitted);
+    if (!project || !(project.budget || project.rateLimit)) return others;
+    return [...others, { ...admitted, version: project.limitsUpdatedAt, budget: project.budget, rateLimit: project.rateLimit }];
+  }
+
   /** `choices`: a chat call's n, each of which needs at least one output token. */
   private async admit(caller: Caller, candidates: ResolvedModel[], estimateInput: () => number, desiredOutput: number, choices = 1): Promise<Reservation | null> {
     const subjects = await this.subjects(caller);
@@ -415,7 +429,9 @@ export class InferenceService {
     const input = usage?.inputTokens ?? 0;
     const output = usage?.outputTokens ?? 0;
     const amounts = { tokens: input + output, cost: costOf(pricing, input, output) };
-    const done = chargeTo ? this.subjects(chargeTo).then((subjects) => this.limits.charge(subjects, amounts)) : this.limits.settle(reservation, amounts);
+    const done = chargeTo
+      ? this.subjects(chargeTo).then((subjects) => this.limits.charge(subjects, amounts))
+      : this.subjectsNow(reservation!).then((current) => this.limits.settle(reservation, amounts, current));
     await done.catch((err: unknown) => {
       this.log.error({ err }, 'settling a budget reservation failed; the estimate stays counted');
     });

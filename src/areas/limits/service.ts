@@ -180,26 +180,30 @@ export class LimitService {
   }
 
   /**
-   * Replaces the reservation with what the call really used (zero for a failed call). A call admitted in one budget
-   * period that ends in the next is metered in the new one (its usage event is stamped when it ends): its reservation
-   * leaves the old period's counter and what it used goes to the new period's, where stored usage will have it too.
+   * Replaces the reservation with what the call really used (zero for a failed call). `current`: the subjects as
+   * they are now, when a project's budget began counting anew while the call ran (its counters started again from
+   * stored usage, which does not have this call yet). What it used goes to the budget counters of the moment it
+   * ended: those of the current version, and of the new period for a call admitted in one budget period that ends in
+   * the next (its usage event is stamped when it ends). Counters it no longer belongs to only give back their share.
    */
-  async settle(reservation: Reservation | null, actual: Amounts): Promise<void> {
+  async settle(reservation: Reservation | null, actual: Amounts, current: LimitSubject[] = reservation?.subjects ?? []): Promise<void> {
     if (!reservation) return;
     const now = Date.now();
-    // Planned again only once a period has ended: the same subjects plan the same counters in the same order.
-    let current: PlannedCounter[] | null = null;
-    const changes: { key: string; amount: number }[] = [];
-    for (const [i, c] of reservation.counters.entries()) {
-      if (c.kind === 'requests') continue;
-      const used = c.kind === 'tokens' ? actual.tokens : Math.ceil(actual.cost * NANO);
-      if (c.periodEnd === null || now < c.periodEnd) {
-        changes.push({ key: c.key, amount: used - c.amount });
-        continue;
-      }
-      current ??= this.plan(reservation.subjects, NOTHING_MORE, now);
-      changes.push({ key: c.key, amount: -c.amount }, { key: current[i]!.key, amount: used });
+    const used = (kind: CounterKind) => (kind === 'tokens' ? actual.tokens : Math.ceil(actual.cost * NANO));
+    const spent = reservation.counters.filter((c) => c.kind !== 'requests');
+    const moved = current !== reservation.subjects || spent.some((c) => c.periodEnd !== null && now >= c.periodEnd);
+    if (!moved) {
+      await this.counters.adjust(spent.map((c) => ({ key: c.key, amount: used(c.kind) - c.amount })));
+      return;
     }
+    // Rate-limit windows stay the minute the call was admitted in; only budget counters follow the call.
+    const budgetsNow = new Map(
+      this.plan(current, NOTHING_MORE, now)
+        .filter((c) => c.seeded && c.kind !== 'requests')
+        .map((c) => [c.key, c.kind]),
+    );
+    const changes = spent.map((c) => ({ key: c.key, amount: !c.key.startsWith('bg:') || budgetsNow.delete(c.key) ? used(c.kind) - c.amount : -c.amount }));
+    for (const [key, kind] of budgetsNow) changes.push({ key, amount: used(kind) });
     await this.counters.adjust(changes);
   }
 
