@@ -89,6 +89,14 @@ const NOTHING_MORE: Estimate = { inputTokens: 0, desiredOutput: 0, minimumOutput
 /** A client may ask for any max_tokens; counters (Redis scripts compute in doubles) take no more than this. */
 const MAX_ALLOWANCE = 2 ** 50;
 
+/**
+ * What a call used, in a counter's units. Capped at the largest exact integer, which is past every limit: a cost of
+ * 10^12 USD (10^21 nano-dollars) would reach Redis as "1e+21", which INCRBY refuses, and the whole settle would fail.
+ */
+function counted(kind: CounterKind, actual: Amounts): number {
+  return Math.min(Number.MAX_SAFE_INTEGER, kind === 'tokens' ? actual.tokens : Math.ceil(actual.cost * NANO));
+}
+
 function periodBounds(period: Budget['period'], now: number): { start: number; end: number | null } {
   const date = new Date(now);
   if (period === 'day') {
@@ -189,7 +197,7 @@ export class LimitService {
   async settle(reservation: Reservation | null, actual: Amounts, current: LimitSubject[] = reservation?.subjects ?? []): Promise<void> {
     if (!reservation) return;
     const now = Date.now();
-    const used = (kind: CounterKind) => (kind === 'tokens' ? actual.tokens : Math.ceil(actual.cost * NANO));
+    const used = (kind: CounterKind) => counted(kind, actual);
     const spent = reservation.counters.filter((c) => c.kind !== 'requests');
     const moved = current !== reservation.subjects || spent.some((c) => c.periodEnd !== null && now >= c.periodEnd);
     if (!moved) {
@@ -215,7 +223,7 @@ export class LimitService {
     if (!subjects.some((s) => s.budget || s.rateLimit)) return;
     const changes = this.plan(subjects, NOTHING_MORE, Date.now())
       .filter((c) => c.kind !== 'requests')
-      .map((c) => ({ key: c.key, amount: c.kind === 'tokens' ? actual.tokens : Math.ceil(actual.cost * NANO) }));
+      .map((c) => ({ key: c.key, amount: counted(c.kind, actual) }));
     await this.counters.adjust(changes);
   }
 
