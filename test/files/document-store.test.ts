@@ -269,6 +269,11 @@ describe.each(combos)('document store on %s with %s storage', (backend, storage)
   it.each([
     ['a control character', 'bad%01key'],
     ['a key of 1,025 characters', 'k'.repeat(1025)],
+    // Regressions: 1,000 CJK characters (3,000 bytes) did not fit PostgreSQL's unique index on keys (a 500), and C1
+    // control characters (U+0085, next line) were stored.
+    ['a key of 1,025 bytes in UTF-8', encodeURIComponent('é'.repeat(512)) + 'k'],
+    ['1,000 CJK characters', encodeURIComponent(Array.from({ length: 1000 }, (_, i) => String.fromCharCode(0x4e00 + ((i * 7919) % 20000))).join(''))],
+    ['a C1 control character', 'bad%C2%85key'],
     ['a trailing slash', 'dir/'],
     ['a leading slash', '/dir'],
     ['a double slash', 'a//b'],
@@ -277,6 +282,22 @@ describe.each(combos)('document store on %s with %s storage', (backend, storage)
     const res = await call(t.app, t.ownerToken, { method: 'PUT', url: `${FILES}/${bucket}/objects/${key}`, payload: 'x' });
     expect(res.statusCode).toBe(400);
     expect(res.json().error.message).toMatch(/object key/);
+  });
+
+  it('takes a key of exactly 1,024 bytes in UTF-8', async () => {
+    const bucket = await createBucket();
+    const key = 'é'.repeat(512);
+    expect((await call(t.app, t.ownerToken, { method: 'PUT', url: `${FILES}/${bucket}/objects/${encodeURIComponent(key)}`, payload: 'x' })).statusCode).toBe(201);
+    expect((await call(t.app, t.ownerToken, { method: 'GET', url: `${FILES}/${bucket}/objects/${encodeURIComponent(key)}` })).body).toBe('x');
+  });
+
+  // Regression: Latin-1 bytes in a Content-Type were stored as characters and sent back as their UTF-8 bytes.
+  it('refuses a Content-Type with characters beyond visible ASCII (400)', async () => {
+    const bucket = await createBucket();
+    const res = await call(t.app, t.ownerToken, { method: 'PUT', url: `${FILES}/${bucket}/objects/typed`, payload: 'x', headers: { 'content-type': 'text/plain; charset=\u00e9\u00ff' } });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.message).toContain('Content-Type');
+    expect((await call(t.app, t.ownerToken, { method: 'GET', url: `${FILES}/${bucket}/objects/typed` })).statusCode).toBe(404);
   });
 
   it('lists objects by key with prefix, pagination after a key, and a clamped limit', async () => {

@@ -12,16 +12,19 @@ import type { BlobStorage, StorageKind } from './storage/types.js';
 /** Lower-case letters, digits, `.`, `_` and `-`, starting with a letter or digit: safe in any URL path. */
 export const BUCKET_KEY_PATTERN = '^[a-z0-9][a-z0-9._-]{0,62}$';
 const BUCKET_KEY = new RegExp(BUCKET_KEY_PATTERN);
-const MAX_OBJECT_KEY_LENGTH = 1024;
+/** In UTF-8 bytes, as S3 counts them; it also keeps PostgreSQL's unique index on keys (at most 2,704 bytes) whole. */
+const MAX_OBJECT_KEY_BYTES = 1024;
 const MAX_CONTENT_TYPE_LENGTH = 255;
-/** Control characters (U+0000-U+001F, U+007F) have no business in a key and break log lines and headers. */
+/** Control characters (C0, DEL and C1: U+0000-U+001F, U+007F-U+009F) have no business in a key and break log lines and headers. */
 function hasControlCharacter(text: string): boolean {
   for (let i = 0; i < text.length; i++) {
     const code = text.charCodeAt(i);
-    if (code < 0x20 || code === 0x7f) return true;
+    if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return true;
   }
   return false;
 }
+/** A header value is sent back as it came only when it is visible ASCII (and spaces): Node reads other bytes as Latin-1 and writes them back otherwise. */
+const VISIBLE_ASCII = /^[\x20-\x7e]*$/;
 const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
 /** Bytes of an upload that never became an object are removed once it started this long ago: no upload lasts a day. */
 export const ORPHAN_AGE_MS = DAY_MS;
@@ -44,7 +47,7 @@ export interface NewObject {
 
 function validObjectKey(key: string): string {
   if (key.length === 0) throw ERRORS.validation('The object key is empty');
-  if (key.length > MAX_OBJECT_KEY_LENGTH) throw ERRORS.validation(`The object key is longer than ${MAX_OBJECT_KEY_LENGTH} characters`);
+  if (Buffer.byteLength(key) > MAX_OBJECT_KEY_BYTES) throw ERRORS.validation(`The object key is longer than ${MAX_OBJECT_KEY_BYTES} bytes in UTF-8`);
   if (hasControlCharacter(key)) throw ERRORS.validation('The object key contains a control character');
   // HTTP clients rewrite "." and ".." segments and the router drops a trailing "/": such keys could not be read back.
   if (key.split('/').some((segment) => segment === '' || segment === '.' || segment === '..')) {
@@ -133,6 +136,9 @@ export class FileService {
     if (input.declaredLength !== undefined && input.declaredLength > limit) throw ERRORS.bodyTooLarge(limit);
     if (input.contentType !== undefined && input.contentType.length > MAX_CONTENT_TYPE_LENGTH) {
       throw ERRORS.validation(`Content-Type is longer than ${MAX_CONTENT_TYPE_LENGTH} characters`);
+    }
+    if (input.contentType !== undefined && !VISIBLE_ASCII.test(input.contentType)) {
+      throw ERRORS.validation('Content-Type may hold only visible ASCII characters and spaces');
     }
     const hash = createHash('sha256');
     let size = 0;
