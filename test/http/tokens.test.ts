@@ -151,6 +151,8 @@ describe.each(BACKENDS)('API tokens on %s', (backend) => {
     ['a budget with only period', { budget: { period: 'month' } }, 'maxTokens or maxCostUsd'],
     ['a budget with an unknown period', { budget: { maxTokens: 5, period: 'week' } }, 'day, month, total'],
     ['a budget with a non-positive limit', { budget: { maxTokens: 0, period: 'day' } }, 'maxTokens'],
+    // Regression: it was taken, and counted as a limit of 0 nano-dollars (every call refused).
+    ['a cost budget under one nano-dollar', { budget: { maxCostUsd: 1e-10, period: 'day' } }, 'maxCostUsd'],
     ['an empty rateLimit', { rateLimit: {} }, 'rpm or tpm'],
     ['a rateLimit with an unknown field', { rateLimit: { rps: 5 } }, 'rps'],
     ['a rateLimit of the wrong type', { rateLimit: { rpm: '60' } }, 'rpm'],

@@ -61,6 +61,24 @@ describe.each(BACKENDS)('users, projects and tenants on %s', (backend) => {
       expect(await count(t, 'users')).toBe(before);
     });
 
+    // Regression: "é" as one code point and as "e" plus a combining accent made two users of one address, and
+    // lower-casing "İ" (two code points) stored an email longer than the schema's 254 characters.
+    it('an email is one address in any Unicode normal form, and its length counts once lower-cased', async () => {
+      const local = `jos${randomBase32(6)}`;
+      const composed = `${local}\u00e9@example.test`;
+      const created = await call(t.app, t.adminSession, { method: 'POST', url: '/api/users', payload: { email: composed, password: 'password-123', role: 'viewer' } });
+      expect(created.statusCode, created.body).toBe(201);
+      const decomposed = `${local}e\u0301@example.test`;
+      const dup = await call(t.app, t.adminSession, { method: 'POST', url: '/api/users', payload: { email: decomposed, password: 'password-456', role: 'viewer' } });
+      expect(dup.statusCode, dup.body).toBe(409);
+      const login = await t.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: decomposed, password: 'password-123' } });
+      expect(login.statusCode, login.body).toBe(200);
+      const long = `${'\u0130'.repeat(200)}@example.test`;
+      const refused = await call(t.app, t.adminSession, { method: 'POST', url: '/api/users', payload: { email: long, password: 'password-123', role: 'viewer' } });
+      expect(refused.statusCode, refused.body).toBe(400);
+      expect(refused.json().error.message).toContain('email');
+    });
+
     it('three concurrent creates with the same email give one 201 and two 409s, never a 5xx', async () => {
       const address = email('race');
       const payload = { email: address, password: 'password-123', role: 'viewer' };

@@ -5,7 +5,7 @@ import type { Principal } from '../../http/principal.js';
 import type { Cache } from '../../platform/cache.js';
 import { DUMMY_PASSWORD_HASH, verifyPassword } from '../../platform/passwords.js';
 import type { ProjectService } from '../projects/service.js';
-import type { UserService } from '../users/service.js';
+import { normalEmail, type UserService } from '../users/service.js';
 import type { UserRecord } from '../users/store.js';
 
 export const SESSION_COOKIE = 'waygate_session';
@@ -45,7 +45,7 @@ export class AuthService {
    */
   async login(email: string, password: string, ipAddress: string): Promise<LoginResult> {
     const windowMs = this.settings.loginWindowSeconds * 1000;
-    const attemptsKey = `login-attempts:${createHash('sha256').update(`${email.toLowerCase()}|${ipAddress}`).digest('hex')}`;
+    const attemptsKey = `login-attempts:${createHash('sha256').update(`${normalEmail(email)}|${ipAddress}`).digest('hex')}`;
     const addressKey = `login-attempts-address:${createHash('sha256').update(ipAddress).digest('hex')}`;
     const [account, address] = await Promise.all([this.cache.incr(attemptsKey, windowMs), this.cache.incr(addressKey, windowMs)]);
     const user = await this.users.findByEmail(email);

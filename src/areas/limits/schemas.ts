@@ -12,7 +12,7 @@ const MAX_RPM = 1e9;
 export const BudgetSchema = Type.Object(
   {
     maxTokens: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_TOKEN_LIMIT })),
-    maxCostUsd: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: MAX_COST_USD })),
+    maxCostUsd: Type.Optional(Type.Number({ minimum: 1e-9, maximum: MAX_COST_USD, description: 'at least one nano-dollar, the unit budgets count in' })),
     period: StringEnum(['day', 'month', 'total']),
   },
   { additionalProperties: false, description: 'period plus maxTokens and/or maxCostUsd' },

@@ -15,6 +15,17 @@ export interface CreateUserInput {
   isInstanceAdmin?: boolean;
 }
 
+/** The longest email address (RFC 5321's path limit less its angle brackets), checked once normalised. */
+const MAX_EMAIL_LENGTH = 254;
+
+/**
+ * The one form an email is stored and looked up in: NFC (so "é" typed as one or two code points is one address) and
+ * lower case.
+ */
+export function normalEmail(email: string): string {
+  return email.normalize('NFC').toLowerCase();
+}
+
 export class UserService {
   constructor(private readonly store: UserStore) {}
 
@@ -23,7 +34,7 @@ export class UserService {
   }
 
   findByEmail(email: string): Promise<UserRecord | null> {
-    return this.store.findByEmail(email.toLowerCase());
+    return this.store.findByEmail(normalEmail(email));
   }
 
   findById(tenantId: string, id: string): Promise<UserRecord | null> {
@@ -44,10 +55,13 @@ export class UserService {
 
   /** Hashes the password (slow by design) outside any transaction. */
   async prepare(tenantId: string, input: CreateUserInput): Promise<UserRecord> {
+    const email = normalEmail(input.email);
+    // Lower-casing can lengthen a string ("İ" becomes two code points).
+    if (email.length > MAX_EMAIL_LENGTH) throw ERRORS.validation(`email is longer than ${MAX_EMAIL_LENGTH} characters once lower-cased`);
     return {
       id: newId('usr'),
       tenantId,
-      email: input.email.toLowerCase(),
+      email,
       name: input.name ?? null,
       passwordHash: await hashPassword(input.password),
       role: input.role,
