@@ -56,4 +56,29 @@ describe('budget periods and calls that span their end', () => {
       await counters.close();
     }
   });
+
+  // A total budget's counter used to stay forever, in memory and in Redis, after its token was deleted.
+  it("a total budget's counter is started again from stored usage a day after it started", async () => {
+    const counters = new MemoryCounters();
+    let seeds = 0;
+    const usage = { totalsSince: async () => (seeds++, { tokens: 40, cost: 0 }) } as unknown as UsageService;
+    const limits = new LimitService(counters, usage);
+    const total: LimitSubject = { ...subject, budget: { maxTokens: 100, period: 'total' } };
+    const clock = vi.spyOn(Date, 'now').mockReturnValue(DAY_END);
+    try {
+      const first = await limits.admit([total], ESTIMATE);
+      await limits.settle(first, { tokens: 20, cost: 0 });
+      expect(seeds).toBe(1);
+      clock.mockReturnValue(DAY_END + 86_400_000 - 1);
+      // 40 stored + 20 counted: 40 left, 10 of them for the input.
+      expect((await limits.admit([total], ESTIMATE))?.allowance).toBe(30);
+      expect(seeds).toBe(1);
+      clock.mockReturnValue(DAY_END + 86_400_000);
+      // Started again from stored usage alone (which, by then, holds what was counted).
+      expect((await limits.admit([total], ESTIMATE))?.allowance).toBe(50);
+      expect(seeds).toBe(2);
+    } finally {
+      await counters.close();
+    }
+  });
 });

@@ -86,6 +86,11 @@ export interface Reservation {
 const MINUTE_MS = 60_000;
 /** The estimate of a call that adds nothing: for planning which counters a moment has. */
 const NOTHING_MORE: Estimate = { inputTokens: 0, desiredOutput: 0, minimumOutput: 0, inputPricePerToken: 0, outputPricePerToken: 0 };
+/**
+ * A total budget's counter is dropped this long after it started and started again from stored usage at its next
+ * use, so that the counters of deleted tokens and of a project's earlier budget versions do not stay forever.
+ */
+const TOTAL_COUNTER_TTL_MS = 86_400_000;
 /** A client may ask for any max_tokens; counters (Redis scripts compute in doubles) take no more than this. */
 const MAX_ALLOWANCE = 2 ** 50;
 
@@ -148,7 +153,7 @@ export class LimitService {
       const budget = subject.budget;
       if (!budget) continue;
       const { start, end } = periodBounds(budget.period, now);
-      const period = { subject, seeded: true, since: start, periodEnd: end, ttlMs: end === null ? 0 : end - now + MINUTE_MS, retryAfterMs: end === null ? null : end - now };
+      const period = { subject, seeded: true, since: start, periodEnd: end, ttlMs: end === null ? TOTAL_COUNTER_TTL_MS : end - now + MINUTE_MS, retryAfterMs: end === null ? null : end - now };
       const name = budget.period === 'total' ? 'total' : budget.period === 'day' ? 'daily' : 'monthly';
       const budgetId = budgetSubjectId(subject);
       if (budget.maxTokens !== undefined) {
