@@ -57,6 +57,24 @@ describe('budget periods and calls that span their end', () => {
     }
   });
 
+  it("a call running when a total budget's counter is started again counts in the new counter", async () => {
+    const counters = new MemoryCounters();
+    const usage = { totalsSince: async () => ({ tokens: 0, cost: 0 }) } as unknown as UsageService;
+    const limits = new LimitService(counters, usage);
+    const total: LimitSubject = { ...subject, budget: { maxTokens: 100, period: 'total' } };
+    const clock = vi.spyOn(Date, 'now');
+    try {
+      clock.mockReturnValue(DAY_END - 1_000);
+      const before = await limits.admit([total], ESTIMATE);
+      clock.mockReturnValue(DAY_END + 1_000);
+      expect((await limits.admit([total], ESTIMATE))?.allowance).toBe(50);
+      await limits.settle(before, { tokens: 60, cost: 0 });
+      await expect(limits.admit([total], ESTIMATE)).rejects.toMatchObject({ statusCode: 429 });
+    } finally {
+      await counters.close();
+    }
+  });
+
   // A total budget's counter used to stay forever, in memory and in Redis, after its token was deleted.
   it("a total budget's counter is started again from stored usage a day after it started", async () => {
     const counters = new MemoryCounters();

@@ -87,10 +87,11 @@ const MINUTE_MS = 60_000;
 /** The estimate of a call that adds nothing: for planning which counters a moment has. */
 const NOTHING_MORE: Estimate = { inputTokens: 0, desiredOutput: 0, minimumOutput: 0, inputPricePerToken: 0, outputPricePerToken: 0 };
 /**
- * A total budget's counter is dropped this long after it started and started again from stored usage at its next
- * use, so that the counters of deleted tokens and of a project's earlier budget versions do not stay forever.
+ * How long one counter of a total budget lasts: the next is started from stored usage at its first use, as a new
+ * period's is, so that the counters of deleted tokens and of a project's earlier budget versions do not stay forever.
+ * Calls running across the change are settled into the new counter, as across a period's end.
  */
-const TOTAL_COUNTER_TTL_MS = 86_400_000;
+const TOTAL_COUNTER_MS = 86_400_000;
 /** A client may ask for any max_tokens; counters (Redis scripts compute in doubles) take no more than this. */
 const MAX_ALLOWANCE = 2 ** 50;
 
@@ -153,14 +154,17 @@ export class LimitService {
       const budget = subject.budget;
       if (!budget) continue;
       const { start, end } = periodBounds(budget.period, now);
-      const period = { subject, seeded: true, since: start, periodEnd: end, ttlMs: end === null ? TOTAL_COUNTER_TTL_MS : end - now + MINUTE_MS, retryAfterMs: end === null ? null : end - now };
+      // A total budget never ends, but its counter does, each UTC day: the next one starts from stored usage.
+      const counterStart = end === null ? Math.floor(now / TOTAL_COUNTER_MS) * TOTAL_COUNTER_MS : start;
+      const counterEnd = end ?? counterStart + TOTAL_COUNTER_MS;
+      const period = { subject, seeded: true, since: start, periodEnd: counterEnd, ttlMs: counterEnd - now + MINUTE_MS, retryAfterMs: end === null ? null : end - now };
       const name = budget.period === 'total' ? 'total' : budget.period === 'day' ? 'daily' : 'monthly';
       const budgetId = budgetSubjectId(subject);
       if (budget.maxTokens !== undefined) {
-        planned.push({ ...period, key: `bg:${budgetId}:${budget.period}:${start}:tokens`, kind: 'tokens', ...tokens, limit: budget.maxTokens, describe: `${name} budget of ${budget.maxTokens} tokens` });
+        planned.push({ ...period, key: `bg:${budgetId}:${budget.period}:${counterStart}:tokens`, kind: 'tokens', ...tokens, limit: budget.maxTokens, describe: `${name} budget of ${budget.maxTokens} tokens` });
       }
       if (budget.maxCostUsd !== undefined) {
-        planned.push({ ...period, key: `bg:${budgetId}:${budget.period}:${start}:cost`, kind: 'cost', ...cost, limit: Math.floor(budget.maxCostUsd * NANO), describe: `${name} budget of ${budget.maxCostUsd} USD` });
+        planned.push({ ...period, key: `bg:${budgetId}:${budget.period}:${counterStart}:cost`, kind: 'cost', ...cost, limit: Math.floor(budget.maxCostUsd * NANO), describe: `${name} budget of ${budget.maxCostUsd} USD` });
       }
     }
     return planned;
