@@ -44,7 +44,8 @@ async function storm(d: Deployment, credentials: string[], model: string, where:
   const ok = responses.filter((r) => r.statusCode === 200);
   const refused = responses.filter((r) => r.statusCode === 429);
   expect(ok.length + refused.length, responses.map((r) => `${r.statusCode} ${r.body}`).find((s) => !/^(200|429) /.test(s))).toBe(REQUESTS);
-  for (const r of refused) expect(r.json().error.code).toBe('budget_exceeded');
+  // Refused while other calls of the storm still ran (their reservations hold the rest), or once it was spent.
+  for (const r of refused) expect(['budget_in_use', 'budget_exceeded']).toContain(r.json().error.code);
 
   const answered = ok.reduce((sum, r) => sum + (r.json().usage.total_tokens as number), 0);
   expect(ok.length).toBeGreaterThan(0);
