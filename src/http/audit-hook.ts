@@ -23,20 +23,28 @@ function resourceFromParams(request: FastifyRequest): string | null {
 /**
  * Every state-changing request, auth failure and permission denial on a routed API path becomes one
  * sanitized event: who, what, where and the outcome. Never a header value, a token, a password or a body.
+ * Recorded when the response is done or the client has gone, whichever comes first: Fastify's onResponse never runs
+ * for a client that left before its answer, and the change it asked for happens all the same.
  */
 export function registerAuditHook(app: FastifyInstance, audit: AuditService): void {
-  app.addHook('onResponse', (request, reply, done) => {
-    recordAudit(audit, request, reply);
-    done();
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (audited(request, reply.statusCode)) {
+      if (reply.raw.destroyed) recordAudit(audit, request, reply);
+      else reply.raw.once('close', () => recordAudit(audit, request, reply));
+    }
+    done(null, payload);
   });
+}
+
+function audited(request: FastifyRequest, statusCode: number): boolean {
+  if (!operationIdOf(request)) return false; // unrouted (404) and undocumented internal routes
+  if (statusCode === 401 || statusCode === 403) return true;
+  return STATE_CHANGING.has(request.method) && request.routeOptions.config.audited !== false;
 }
 
 function recordAudit(audit: AuditService, request: FastifyRequest, reply: FastifyReply): void {
   const statusCode = reply.statusCode;
-  const operationId = operationIdOf(request);
-  if (!operationId) return; // unrouted (404) and undocumented internal routes
-  const refused = statusCode === 401 || statusCode === 403;
-  if (!refused && (!STATE_CHANGING.has(request.method) || request.routeOptions.config.audited === false)) return;
+  const operationId = operationIdOf(request)!;
   const principal = request.principal;
   const actor = request.auditActor;
   const [area] = operationId.split('.');
