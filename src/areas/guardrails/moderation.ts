@@ -7,7 +7,8 @@
  *   dropped ("don't" -> "dont"), diacritics are folded, leetspeak is folded inside words with at least two letters
  *   ("k1ll" -> "kill", the original kept as an alternative), letters repeated three or more times are collapsed
  *   ("kiiiill" matches "kill"), and Cyrillic or Greek look-alike letters inside Latin words are mapped to Latin.
- *   Sentence punctuation becomes a break that no pattern crosses.
+ *   Sentence punctuation and blank lines become a break that no pattern crosses; a single line break does not (a line
+ *   start may still begin a sentence for `^`).
  * - Phrase patterns (a tiny token language: alternatives `a|b`, optional `[a|b]`, prefixes `kill*`, bounded gaps
  *   `..3`, word sets `@PERSON`, sentence start `^`) are indexed by their first word, so a text is scanned once and
  *   only patterns whose first word occurs are tried: time is linear in the text, with no regular expression over it.
@@ -19,8 +20,9 @@
  *   raises `self-harm`); explicit violent threats and `hate/threatening` also score `violence` (implied threats such
  *   as "I know where you live" do not); sexual content near a minor cue scores `sexual/minors`.
  * - Extra categories (admin-defined): terms match as whole words after the same folding; patterns are regular
- *   expressions checked by validateExtraCategories (no nested quantifiers, at most 200 characters, 50 in all) and run
- *   on segments of at most 128 characters. Each distinct term or pattern found adds 0.9 (1 - 0.1^hits).
+ *   expressions checked by validateExtraCategories (no nested quantifiers, at most 1024 ways to match from one
+ *   position, at most 200 characters, 50 in all) and run on segments of at most 128 characters. Each distinct term or
+ *   pattern found adds 0.9 (1 - 0.1^hits).
  *
  * Limits (why a model-based engine exists too)
  * - Lexical and English-centred: other languages are barely covered; meaning, sarcasm, irony, quotation, reclaimed
@@ -106,9 +108,14 @@ export interface TokenStream {
   readonly mixedScript: number;
   /** Words that needed leetspeak folding. */
   readonly leet: number;
+  /** Tokens that begin a line without a BREAK before them: a sentence may start there (`^`), or go on. */
+  readonly lineStarts: ReadonlySet<number>;
 }
 
-const TOKEN_RE = /[\p{L}\p{N}\p{M}@$'\u2019]+|[.!?;:\n]+/gu;
+const NO_LINE_STARTS: ReadonlySet<number> = new Set();
+
+/** Words, runs of sentence punctuation, and line breaks (with the blank lines and spaces after them). */
+const TOKEN_RE = /[\p{L}\p{N}\p{M}@$'\u2019]+|[.!?;:]+|\n(?:[^\S\n]*\n)*/gu;
 const APOSTROPHES = /['\u2019]/g;
 const NON_ASCII = /[\u0080-\uffff]/;
 const LATIN = /[a-z]/;
@@ -214,9 +221,16 @@ export function tokenize(text: string): TokenStream {
   let n = 0;
   let mixedScript = 0;
   let leet = 0;
+  let lineStarts: Set<number> | undefined;
   for (let r = 0; r < words; r++) {
     const raw = tok[r]!;
     const first = raw.charCodeAt(0);
+    // A single line break is whitespace, as text is often wrapped mid-sentence ("I will\nkill you"); a blank line
+    // ends a sentence like punctuation does.
+    if (first === 10 && raw.indexOf('\n', 1) < 0) {
+      if (n > 0) (lineStarts ??= new Set()).add(n);
+      continue;
+    }
     if (first === 46 || first === 33 || first === 63 || first === 59 || first === 58 || first === 10) {
       if (n > 0 && tok[n - 1] !== BREAK) {
         tok[n] = BREAK;
@@ -240,7 +254,7 @@ export function tokenize(text: string): TokenStream {
   }
   tok.length = n;
   alt.length = n;
-  return { tok, alt, mixedScript, leet };
+  return { tok, alt, mixedScript, leet, lineStarts: lineStarts ?? NO_LINE_STARTS };
 }
 
 // ---------------------------------------------------------------- phrase patterns (shared with prompt-shield.ts)
@@ -330,7 +344,7 @@ function matchAt(elems: readonly Elem[], ts: TokenStream, start: number): number
   for (const elem of elems) {
     let next = 0;
     if (elem.kind === 'start') {
-      next = start === 0 || ts.tok[start - 1] === BREAK ? current & 1 : 0;
+      next = start === 0 || ts.tok[start - 1] === BREAK || ts.lineStarts.has(start) ? current & 1 : 0;
       // Only offset 0 can be a sentence start inside a pattern that begins with ^.
     } else if (elem.kind === 'gap') {
       next = current;
@@ -1327,6 +1341,14 @@ const MAX_LONG_REPEATS = 1;
 const LONG_REPEAT = 20;
 /** Extra-category regular expressions run on segments of at most this many characters (see validatePattern). */
 const SEGMENT_LENGTH = 128;
+/**
+ * Most paths a pattern may have: ways a match from one position can go (see Group). A backtracking engine tries at
+ * most that many from each of a segment's 128 start positions, each no longer than the 200-character pattern, so the
+ * work per segment is bounded by a constant and a text costs time linear in its length (adversarial segments take
+ * about 2 ms at this bound). 1024 leaves room for one long repeat with an 8-way choice ("\s+(?:a|b)") or two repeats
+ * of about 30 each.
+ */
+export const MAX_MATCH_PATHS = 1024;
 const EXTRA_HIT_WEIGHT = 0.9;
 
 interface CompiledExtra {
@@ -1336,11 +1358,85 @@ interface CompiledExtra {
 }
 
 /**
+ * A group of a pattern being scanned: flags for the nesting rules, and its paths, the ways it can match from one
+ * position: the sum over its alternatives of the product over their atoms (an upper bound on what backtracking
+ * tries; a lookahead counts like a group, though the engine never backtracks into it).
+ */
+interface Group {
+  quantified: boolean;
+  alternation: boolean;
+  /** Paths of the alternatives already ended by "|". */
+  closedPaths: number;
+  /** Paths of the current alternative without its last atom, which a quantifier may still change. */
+  branchPaths: number;
+  /** Paths of the current alternative's last atom. */
+  atomPaths: number;
+}
+
+function newGroup(): Group {
+  return { quantified: false, alternation: false, closedPaths: 0, branchPaths: 1, atomPaths: 1 };
+}
+
+function addAtom(group: Group, paths: number): void {
+  group.branchPaths *= group.atomPaths;
+  group.atomPaths = paths;
+}
+
+function groupPaths(group: Group): number {
+  return group.closedPaths + group.branchPaths * group.atomPaths;
+}
+
+function endAlternative(group: Group): void {
+  group.closedPaths = groupPaths(group);
+  group.branchPaths = 1;
+  group.atomPaths = 1;
+  group.alternation = true;
+}
+
+/** Paths of an atom of `paths` paths repeated min..max times: every repeat count, each repeat taking any path. */
+function repeatPaths(paths: number, min: number, max: number): number {
+  // A segment holds at most SEGMENT_LENGTH characters, so more repeats than that never match.
+  const most = Math.min(max, SEGMENT_LENGTH);
+  let sum = 0;
+  for (let count = min; count <= most; count++) sum += paths ** count;
+  return Math.max(1, sum);
+}
+
+/** Characters of the escape at `i`: "\p{...}", "\P{...}" and "\u{...}" carry braces that are no quantifier. */
+function escapeLength(source: string, i: number): number {
+  if ('pPu'.includes(source[i + 1] ?? '') && source[i + 2] === '{') {
+    const close = source.indexOf('}', i + 3);
+    if (close > 0) return close - i + 1;
+  }
+  return 2;
+}
+
+/** The quantifier at `i` ("*", "+", "?", "{n}", "{n,}", "{n,m}", each maybe lazy), or null. */
+function quantifierAt(source: string, i: number): { min: number; max: number; length: number } | null {
+  const ch = source[i];
+  let quantifier: { min: number; max: number; length: number } | null = null;
+  if (ch === '*') quantifier = { min: 0, max: Infinity, length: 1 };
+  else if (ch === '+') quantifier = { min: 1, max: Infinity, length: 1 };
+  else if (ch === '?') quantifier = { min: 0, max: 1, length: 1 };
+  else if (ch === '{') {
+    const m = /^\{(\d+)(,(\d*))?\}/.exec(source.slice(i, i + 24));
+    if (m) quantifier = { min: Number(m[1]), max: m[2] === undefined ? Number(m[1]) : m[3] === '' ? Infinity : Number(m[3]), length: m[0].length };
+  }
+  if (quantifier && source[i + quantifier.length] === '?') quantifier.length++;
+  return quantifier;
+}
+
+function formatPaths(paths: number): string {
+  return paths < 1e9 ? String(paths) : 'over a billion';
+}
+
+/**
  * Rejects regular expressions that could backtrack catastrophically or run long: longer than 200 characters,
  * backreferences, lookbehind, a repeated group that itself contains a quantifier ("(a+)+", "(\w*\s?)*") or an
- * alternation ("(a|ab)*"), and more than one long repeat ("*", "+", "{n,}" or a maximum above 20). What remains runs
- * on segments of at most 128 characters, so even a quadratic pattern stays bounded; all extra categories together
- * may have at most 50 patterns.
+ * alternation ("(a|ab)*"), more than one long repeat ("*", "+", "{n,}" or a maximum above 20), and more than
+ * MAX_MATCH_PATHS paths: chains of bounded repeats ("\w{0,20}\w{0,20}\w{0,20}", "a?a?a?...") and alternatives
+ * ("(?:a|a)(?:a|a)...") multiply the ways a match can be tried without nesting anything. What remains runs on
+ * segments of at most 128 characters; all extra categories together may have at most 50 patterns.
  */
 function validatePattern(source: string, where: string): RegExp {
   if (typeof source !== 'string' || source.length === 0) throw new Error(`${where}: a pattern must be a non-empty string`);
@@ -1354,80 +1450,62 @@ function validatePattern(source: string, where: string): RegExp {
   if (/\\[1-9]|\\k</.test(source)) throw new Error(`${where}: backreferences are not allowed`);
   if (/\(\?<[=!]/.test(source)) throw new Error(`${where}: lookbehind is not allowed`);
 
-  interface Group {
-    quantified: boolean;
-    alternation: boolean;
-  }
-  const stack: Group[] = [{ quantified: false, alternation: false }];
+  const stack: Group[] = [newGroup()];
+  const current = (): Group => stack[stack.length - 1]!;
   let longRepeats = 0;
   let lastClosed: Group | null = null;
   let i = 0;
   while (i < source.length) {
     const ch = source[i]!;
-    if (ch === '\\') {
-      i += 2;
-      lastClosed = null;
-      continue;
-    }
-    if (ch === '[') {
-      i++;
-      while (i < source.length && source[i] !== ']') i += source[i] === '\\' ? 2 : 1;
-      i++;
-      lastClosed = null;
-      continue;
-    }
-    if (ch === '(') {
-      stack.push({ quantified: false, alternation: false });
-      i++;
-      if (source[i] === '?') i += source[i + 1] === '<' ? 3 : 2;
-      lastClosed = null;
-      continue;
-    }
-    if (ch === ')') {
-      const group = stack.length > 1 ? stack.pop()! : { quantified: false, alternation: false };
-      lastClosed = group;
-      i++;
-      // A quantifier inside a group is inside every enclosing group too.
-      if (group.quantified) stack[stack.length - 1]!.quantified = true;
-      continue;
-    }
-    if (ch === '|') {
-      stack[stack.length - 1]!.alternation = true;
-      i++;
-      lastClosed = null;
-      continue;
-    }
-    let repeatMax = 0;
-    let length = 0;
-    if (ch === '*' || ch === '+') {
-      repeatMax = Infinity;
-      length = 1;
-    } else if (ch === '?') {
-      repeatMax = 1;
-      length = 1;
-    } else if (ch === '{') {
-      const m = /^\{(\d+)(,(\d*))?\}/.exec(source.slice(i, i + 24));
-      if (m) {
-        repeatMax = m[2] === undefined ? Number(m[1]) : m[3] === '' ? Infinity : Number(m[3]);
-        length = m[0].length;
-      }
-    }
-    if (length > 0) {
-      if (source[i + length] === '?' || source[i + length] === '+') length++;
-      if (repeatMax > 1) {
+    const quantifier = quantifierAt(source, i);
+    if (quantifier) {
+      if (quantifier.max > 1) {
         if (lastClosed?.quantified) throw new Error(`${where}: nested quantifiers (a repeated group containing a quantifier) are not allowed`);
         if (lastClosed?.alternation) throw new Error(`${where}: a repeated group containing alternatives, like (a|b)*, is not allowed`);
-        if (repeatMax > LONG_REPEAT && ++longRepeats > MAX_LONG_REPEATS) {
+        if (quantifier.max > LONG_REPEAT && ++longRepeats > MAX_LONG_REPEATS) {
           throw new Error(`${where}: at most ${MAX_LONG_REPEATS} long repeat (*, +, {n,} or {n,m} with m > ${LONG_REPEAT}) is allowed`);
         }
       }
-      stack[stack.length - 1]!.quantified = true;
-      i += length;
+      const group = current();
+      group.quantified = true;
+      group.atomPaths = repeatPaths(group.atomPaths, quantifier.min, quantifier.max);
+      i += quantifier.length;
       lastClosed = null;
       continue;
     }
     lastClosed = null;
-    i++;
+    if (ch === '\\') {
+      i += escapeLength(source, i);
+      addAtom(current(), 1);
+    } else if (ch === '[') {
+      i++;
+      while (i < source.length && source[i] !== ']') i += source[i] === '\\' ? 2 : 1;
+      i++;
+      addAtom(current(), 1);
+    } else if (ch === '(') {
+      stack.push(newGroup());
+      i++;
+      if (source[i] === '?') i += source[i + 1] === '<' ? 3 : 2;
+    } else if (ch === ')') {
+      const group = stack.length > 1 ? stack.pop()! : newGroup();
+      lastClosed = group;
+      i++;
+      // A quantifier inside a group is inside every enclosing group too.
+      if (group.quantified) current().quantified = true;
+      addAtom(current(), groupPaths(group));
+    } else if (ch === '|') {
+      endAlternative(current());
+      i++;
+    } else {
+      addAtom(current(), 1);
+      i++;
+    }
+  }
+  const paths = groupPaths(stack[0]!);
+  if (paths > MAX_MATCH_PATHS) {
+    throw new Error(
+      `${where}: too many ways to match: its optional and repeated parts and alternatives can match from one position in ${formatPaths(paths)} ways (at most ${MAX_MATCH_PATHS}); use fewer of them or narrower repeats`,
+    );
   }
   return compiled;
 }
