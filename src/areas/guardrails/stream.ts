@@ -18,10 +18,18 @@ const STREAM_CHECK_EVERY_CHARS = 256;
  */
 export type StreamGuardMode = 'window' | 'whole' | 'observe';
 
-/** Checks the texts (content, refusals, reasoning and tool arguments of every choice); throws to stop the stream. */
+/** Checks the texts (content, refusals, reasoning and function and tool arguments of every choice); throws to stop the stream. */
 export type StreamCheck = (texts: string[], final: boolean) => Promise<Enforced>;
 
-type Delta = { content?: unknown; refusal?: unknown; reasoning_content?: unknown; tool_calls?: { index?: unknown; id?: unknown; type?: unknown; function?: { name?: unknown; arguments?: unknown } }[] };
+type FunctionCall = { name?: unknown; arguments?: unknown };
+type Delta = {
+  content?: unknown;
+  refusal?: unknown;
+  reasoning_content?: unknown;
+  /** The legacy single function call (before tool_calls), still streamed by some upstreams. */
+  function_call?: FunctionCall | null;
+  tool_calls?: { index?: unknown; id?: unknown; type?: unknown; function?: FunctionCall }[];
+};
 type Choice = { index?: unknown; delta?: Delta; finish_reason?: unknown; logprobs?: unknown };
 
 /** Text that arrives piece by piece: a choice's content (released as checked), or text held to the end. */
@@ -36,6 +44,7 @@ interface ChoiceState {
   content: Channel;
   refusal: Channel;
   reasoning: Channel;
+  functionCall?: Channel & { name?: unknown };
   tools: Map<number, Channel & { id?: unknown; type?: unknown; name?: unknown }>;
 }
 
@@ -54,7 +63,8 @@ function chunkOf(template: JsonObject, index: number, delta: Record<string, unkn
 
 /**
  * Passes a chat stream through output guardrails. Content is held back and released as it is checked, redacted
- * where a guardrail redacts; refusals, reasoning and tool call arguments are held to the end and checked with it;
+ * where a guardrail redacts; refusals, reasoning and function and tool call arguments are held to the end and checked
+ * with it;
  * roles go at once; finish reasons and usage come last. Logprobs are dropped (they repeat the text token by token).
  */
 export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: StreamCheck, mode: StreamGuardMode): AsyncGenerator<ChatChunk> {
@@ -68,10 +78,11 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
     if (!state) choices.set(index, (state = { content: channel(), refusal: channel(), reasoning: channel(), tools: new Map() }));
     return state;
   };
-  /** Every text, in a fixed order: content, refusal, reasoning, then tool arguments, choice by choice. */
+  /** Every text, in a fixed order: content, refusal, reasoning, function call, then tool arguments, choice by choice. */
   const channels = (): Channel[] => [...choices.keys()].sort((a, b) => a - b).flatMap((i) => {
     const s = choices.get(i)!;
-    return [s.content, s.refusal, s.reasoning, ...[...s.tools.keys()].sort((a, b) => a - b).map((k) => s.tools.get(k)!)];
+    const functionCall = s.functionCall ? [s.functionCall] : [];
+    return [s.content, s.refusal, s.reasoning, ...functionCall, ...[...s.tools.keys()].sort((a, b) => a - b).map((k) => s.tools.get(k)!)];
   });
   const contentLength = () => [...choices.values()].reduce((n, s) => n + s.content.text.length, 0);
 
@@ -99,6 +110,7 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
       const delta: Record<string, unknown> = {};
       if (state.refusal.text) delta.refusal = texts[all.indexOf(state.refusal)];
       if (state.reasoning.text) delta.reasoning_content = texts[all.indexOf(state.reasoning)];
+      if (state.functionCall) delta.function_call = { name: state.functionCall.name, arguments: texts[all.indexOf(state.functionCall)] };
       if (state.tools.size > 0) {
         delta.tool_calls = [...state.tools].map(([k, tool]) => ({ index: k, id: tool.id, type: tool.type ?? 'function', function: { name: tool.name, arguments: texts[all.indexOf(tool)] } }));
       }
@@ -112,10 +124,15 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
     for (const choice of choicesOf(chunk)) {
       const index = typeof choice.index === 'number' ? choice.index : 0;
       const state = stateOf(index);
-      const { content, refusal, reasoning_content: reasoning, tool_calls: tools, ...other } = choice.delta ?? {};
+      const { content, refusal, reasoning_content: reasoning, function_call: functionCall, tool_calls: tools, ...other } = choice.delta ?? {};
       if (typeof content === 'string') state.content.text += content;
       if (typeof refusal === 'string') state.refusal.text += refusal;
       if (typeof reasoning === 'string') state.reasoning.text += reasoning;
+      if (typeof functionCall === 'object' && functionCall !== null) {
+        const held: Channel & { name?: unknown } = (state.functionCall ??= channel());
+        held.name ??= functionCall.name;
+        if (typeof functionCall.arguments === 'string') held.text += functionCall.arguments;
+      }
       for (const tool of Array.isArray(tools) ? tools.filter((t) => typeof t === 'object' && t !== null) : []) {
         const k = typeof tool.index === 'number' ? tool.index : 0;
         const held = state.tools.get(k) ?? { ...channel() };

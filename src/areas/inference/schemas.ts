@@ -6,11 +6,16 @@ const open = { additionalProperties: true };
 const ModelKey = Type.String({ minLength: 1, maxLength: 200, description: 'A model key of the project (GET /models)' });
 const MaxTokens = Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]));
 
-const ContentPart = Type.Object({ type: Type.String({ minLength: 1 }) }, open);
+/**
+ * A part's text and refusal, which input guardrails read, must be strings (as OpenAI requires): a provider that turns
+ * another value into text (Anthropic's) would otherwise send a text no guardrail saw.
+ */
+const ContentPart = Type.Object({ type: Type.String({ minLength: 1 }), text: Type.Optional(Type.String()), refusal: Type.Optional(Type.String()) }, open);
 const Message = Type.Object(
   {
     role: StringEnum(['system', 'developer', 'user', 'assistant', 'tool', 'function']),
-    content: Type.Optional(Type.Union([Type.String(), Type.Array(ContentPart), Type.Null()])),
+    // Parts first: a bad part is then named in the error ("content.0.text must be of type string").
+    content: Type.Optional(Type.Union([Type.Array(ContentPart), Type.String(), Type.Null()])),
   },
   open,
 );

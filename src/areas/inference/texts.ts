@@ -14,32 +14,53 @@ export interface TextSlots {
  */
 const TRUSTED_ROLES = new Set(['system', 'developer']);
 
-type Part = { type?: unknown; text?: unknown };
-type ToolCall = { function?: { arguments?: unknown } };
-type Message = { role?: unknown; content?: unknown; refusal?: unknown; reasoning_content?: unknown; tool_calls?: unknown };
+type Part = { type?: unknown; text?: unknown; refusal?: unknown };
+type FunctionCall = { arguments?: unknown } | null;
+type ToolCall = { function?: FunctionCall };
+type Message = { role?: unknown; content?: unknown; refusal?: unknown; reasoning_content?: unknown; tool_calls?: unknown; function_call?: FunctionCall };
+
+/** The field holding a content part's text: `text` of a text part, `refusal` of a refusal part (an assistant's). */
+function textField(part: Part | null | undefined): 'text' | 'refusal' | undefined {
+  if (part?.type === 'text' && typeof part.text === 'string') return 'text';
+  if (part?.type === 'refusal' && typeof part.refusal === 'string') return 'refusal';
+  return undefined;
+}
 
 /**
- * Every text of a chat message: string content or its text parts, a refusal, reasoning, and tool call arguments.
- * `read` collects them; `rewrite` puts replacements back in the same order.
+ * Every text of a chat message: string content or its text and refusal parts, a refusal, reasoning, tool call
+ * arguments, and the arguments of a legacy function call. `read` collects them; `rewrite` puts replacements back in
+ * the same order.
  */
 const messageTexts = {
   read(message: Message | undefined, into: string[]): void {
     if (!message) return;
     if (typeof message.content === 'string') into.push(message.content);
-    else if (Array.isArray(message.content)) for (const part of message.content as Part[]) if (part?.type === 'text' && typeof part.text === 'string') into.push(part.text);
+    else if (Array.isArray(message.content)) {
+      for (const part of message.content as Part[]) {
+        const field = textField(part);
+        if (field) into.push(part[field] as string);
+      }
+    }
     if (typeof message.refusal === 'string') into.push(message.refusal);
     if (typeof message.reasoning_content === 'string') into.push(message.reasoning_content);
     if (Array.isArray(message.tool_calls)) for (const call of message.tool_calls as ToolCall[]) if (typeof call?.function?.arguments === 'string') into.push(call.function.arguments);
+    if (typeof message.function_call?.arguments === 'string') into.push(message.function_call.arguments);
   },
   rewrite(message: Message, next: () => string): Message {
     const out: Message = { ...message };
     if (typeof message.content === 'string') out.content = next();
-    else if (Array.isArray(message.content)) out.content = (message.content as Part[]).map((part) => (part?.type === 'text' && typeof part.text === 'string' ? { ...part, text: next() } : part));
+    else if (Array.isArray(message.content)) {
+      out.content = (message.content as Part[]).map((part) => {
+        const field = textField(part);
+        return field ? { ...part, [field]: next() } : part;
+      });
+    }
     if (typeof message.refusal === 'string') out.refusal = next();
     if (typeof message.reasoning_content === 'string') out.reasoning_content = next();
     if (Array.isArray(message.tool_calls)) {
       out.tool_calls = (message.tool_calls as ToolCall[]).map((call) => (typeof call?.function?.arguments === 'string' ? { ...call, function: { ...call.function, arguments: next() } } : call));
     }
+    if (typeof message.function_call?.arguments === 'string') out.function_call = { ...message.function_call, arguments: next() };
     return out;
   },
 };

@@ -1,0 +1,127 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTestApp, type TestApp } from '../helpers/app.js';
+import { startFakeAnthropic, startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
+import { post, registerFakeModel, sseJson, streamedText, UPSTREAM_KEY } from '../helpers/inference.js';
+import { chatBody, registerModel } from '../helpers/models.js';
+import { guardrail } from './support.js';
+
+const EMAIL = 'jane.doe@example.com';
+const CARD = 4111111111111111;
+
+/** An assistant turn in the legacy shape: a function call instead of tool calls. */
+const functionCallTurn = (args: string) => [{ role: 'user', content: 'hi' }, { role: 'assistant', content: null, function_call: { name: 'mail', arguments: args } }, { role: 'function', name: 'mail', content: 'sent' }];
+/** An assistant turn whose content is a refusal part. */
+const refusalPartTurn = (refusal: string) => [{ role: 'user', content: 'hi' }, { role: 'assistant', content: [{ type: 'refusal', refusal }] }, { role: 'user', content: 'again' }];
+
+/** A non-streamed answer carrying a legacy function call. */
+function functionCallAnswer(args: string) {
+  return {
+    id: 'chatcmpl-x', object: 'chat.completion', created: 1, model: 'm',
+    choices: [{ index: 0, finish_reason: 'function_call', message: { role: 'assistant', content: null, function_call: { name: 'mail', arguments: args } } }],
+    usage: { prompt_tokens: 10, completion_tokens: 10, total_tokens: 20 },
+  };
+}
+
+/** A stream whose legacy function call arrives in pieces, the address split between them. */
+const functionCallDeltas = [{ content: 'Mailing.' }, { function_call: { name: 'mail', arguments: '{"to":"jane.doe@' } }, { function_call: { arguments: 'example.com"}' } }];
+
+describe('guardrails read every message shape the upstream receives', () => {
+  let t: TestApp;
+  let fake: FakeUpstream;
+  let anthropic: FakeUpstream;
+  let blockIn: string;
+  let redactIn: string;
+  let blockOut: string;
+  let redactOut: string;
+  let claude: string;
+  const chat = (model: string, extra: Record<string, unknown>) => post(t, t.ownerToken, '/chat/completions', chatBody(model, extra));
+  const upstreamMessages = () => fake.requests[0]?.body.messages as Record<string, unknown>[];
+
+  beforeAll(async () => {
+    t = await createTestApp({ backend: 'sqlite', env: { WAYGATE_UPSTREAM_RETRIES: '0' } });
+    fake = await startFakeOpenAi();
+    anthropic = await startFakeAnthropic();
+    await guardrail(t, { key: 'pii-block', type: 'pii' });
+    await guardrail(t, { key: 'pii-redact', type: 'pii', action: 'redact', target: 'both' });
+    await guardrail(t, { key: 'pii-block-out', type: 'pii', target: 'output' });
+    blockIn = await registerFakeModel(t, fake, { guardrails: { input: ['pii-block'] }, capabilities: ['chat'] });
+    redactIn = await registerFakeModel(t, fake, { guardrails: { input: ['pii-redact'] }, capabilities: ['chat'] });
+    blockOut = await registerFakeModel(t, fake, { guardrails: { output: ['pii-block-out'] }, capabilities: ['chat'] });
+    redactOut = await registerFakeModel(t, fake, { guardrails: { output: ['pii-redact'] }, capabilities: ['chat'] });
+    claude = await registerModel(t, { provider: { type: 'anthropic', baseUrl: anthropic.baseUrl, apiKey: UPSTREAM_KEY }, upstreamModel: 'claude-x', capabilities: ['chat'], guardrails: { input: ['pii-block'] } });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await fake?.close();
+    await anthropic?.close();
+  });
+  beforeEach(() => {
+    fake.requests.length = 0;
+    anthropic.requests.length = 0;
+  });
+
+  describe('input', () => {
+    it('a text part whose text is not a string is refused (Anthropic would send it as text no guardrail read)', async () => {
+      for (const model of [claude, blockIn]) {
+        const res = await chat(model, { messages: [{ role: 'user', content: [{ type: 'text', text: CARD }] }] });
+        expect(res.statusCode, res.body).toBe(400);
+        expect(res.json().error.message).toMatch(/content.*text must be of type string/);
+      }
+      expect(anthropic.requests).toHaveLength(0);
+      expect(fake.requests).toHaveLength(0);
+      // The same number as a string is read, and blocked.
+      const asString = await chat(claude, { messages: [{ role: 'user', content: [{ type: 'text', text: String(CARD) }] }] });
+      expect(asString.json().error).toMatchObject({ type: 'guardrail_block', findings: [{ category: 'credit_card' }] });
+    });
+
+    it('a refusal content part and a legacy function call are read: blocked before the upstream', async () => {
+      for (const messages of [refusalPartTurn(`mail ${EMAIL}`), functionCallTurn(`{"to":"${EMAIL}"}`)]) {
+        const res = await chat(blockIn, { messages });
+        expect(res.statusCode, JSON.stringify(messages)).toBe(400);
+        expect(res.json().error).toMatchObject({ type: 'guardrail_block', findings: [{ category: 'email' }] });
+      }
+      expect(fake.requests).toHaveLength(0);
+    });
+
+    it('a refusal content part and a legacy function call are sent redacted', async () => {
+      expect((await chat(redactIn, { messages: refusalPartTurn(`mail ${EMAIL}`) })).statusCode).toBe(200);
+      expect(upstreamMessages()[1]).toEqual({ role: 'assistant', content: [{ type: 'refusal', refusal: 'mail [REDACTED:email]' }] });
+      fake.requests.length = 0;
+      expect((await chat(redactIn, { messages: functionCallTurn(`{"to":"${EMAIL}"}`) })).statusCode).toBe(200);
+      expect(upstreamMessages()[1]).toEqual({ role: 'assistant', content: null, function_call: { name: 'mail', arguments: '{"to":"[REDACTED:email]"}' } });
+    });
+  });
+
+  describe('output', () => {
+    it('a legacy function call in an answer is blocked, or redacted', async () => {
+      fake.queue({ body: functionCallAnswer(`{"to":"${EMAIL}"}`) });
+      const blocked = await chat(blockOut, {});
+      expect(blocked.statusCode, blocked.body).toBe(400);
+      expect(blocked.json().error).toMatchObject({ type: 'guardrail_block', guardrail_key: 'pii-block-out' });
+      expect(blocked.body).not.toContain(EMAIL);
+
+      fake.queue({ body: functionCallAnswer(`{"to":"${EMAIL}"}`) });
+      const redacted = await chat(redactOut, {});
+      expect(redacted.statusCode, redacted.body).toBe(200);
+      expect(redacted.json().choices[0].message.function_call).toEqual({ name: 'mail', arguments: '{"to":"[REDACTED:email]"}' });
+    });
+
+    it('a streamed legacy function call is held to the end: a block sends none of it', async () => {
+      fake.queue({ deltas: functionCallDeltas });
+      const res = await chat(blockOut, { stream: true });
+      expect(res.body).not.toContain('jane.doe');
+      expect(sseJson(res.body).at(-1)).toMatchObject({ error: { type: 'guardrail_block', guardrail_key: 'pii-block-out' } });
+    });
+
+    it('a streamed legacy function call arrives whole and redacted, after the content', async () => {
+      fake.queue({ deltas: functionCallDeltas });
+      const events = sseJson((await chat(redactOut, { stream: true })).body);
+      const calls = events.flatMap((e) => {
+        const call = (e.choices as { delta?: { function_call?: unknown } }[] | undefined)?.[0]?.delta?.function_call;
+        return call ? [call] : [];
+      });
+      expect(calls).toEqual([{ name: 'mail', arguments: '{"to":"[REDACTED:email]"}' }]);
+      expect(streamedText(events)).toBe('Mailing.');
+    });
+  });
+});
