@@ -151,6 +151,11 @@ function checkRedisUrl(raw: string): void {
   if (url.hostname === '') throw new ConfigError('REDIS_URL', 'names no host (expected redis://[:password@]host[:port][/db])');
   // new URL() already refuses a port that is not a number up to 65535.
   if (url.port === '0') throw new ConfigError('REDIS_URL', 'has port 0; use a port between 1 and 65535');
+  // The client sends SELECT with whatever the path holds: "/abc" crashed the start with a raw Redis error, and a
+  // number the server lacks left the client on database 0 without a word.
+  if (!/^(?:\/(?:[0-9]|1[0-5])?)?$/.test(url.pathname)) {
+    throw new ConfigError('REDIS_URL', `has database "${url.pathname.slice(1, 20)}"; use a number from 0 to 15 (Redis's default databases), or none for 0`);
+  }
 }
 
 /** Reads the environment once into a typed, validated config; throws ConfigError naming the bad variable. */

@@ -117,7 +117,7 @@ describe('loadConfig parses every variable', () => {
   });
 
   it('accepts REDIS_URL with a host, optional password, port and database number', () => {
-    for (const url of ['redis://localhost', 'redis://:pw@cache:6379/2', 'rediss://user:p%40ss@[::1]:6380', 'redis://h:65535?family=6']) {
+    for (const url of ['redis://localhost', 'redis://:pw@cache:6379/2', 'rediss://user:p%40ss@[::1]:6380', 'redis://h:65535?family=6', 'redis://h/', 'redis://h/0', 'redis://h/15']) {
       expect(loadConfig({ REDIS_URL: url }).redisUrl).toBe(url);
     }
   });
@@ -129,6 +129,11 @@ describe('loadConfig parses every variable', () => {
     ['redis://', 'names no host'],
     ['redis:///0', 'names no host'],
     ['redis://localhost:0', 'port 0'],
+    // Regressions: "/abc" crashed the start with a raw Redis error; "/99999" ran on database 0 without a word.
+    ['redis://:secretpw@localhost/abc', 'database "abc"'],
+    ['redis://localhost/99999', 'database "99999"'],
+    ['redis://localhost/16', 'from 0 to 15'],
+    ['redis://localhost/1/2', 'database'],
   ])('refuses REDIS_URL=%s at start-up, naming REDIS_URL and the problem (%s) without repeating a password', (url, problem) => {
     const error = configError({ REDIS_URL: url });
     expect(error.message).toContain('REDIS_URL');
