@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { normalEmail } from './platform/text.js';
 
 /** Deliberately loose (`admin@localhost` is a real address here); the one email rule of the project. */
 export const EMAIL_PATTERN = '^[^\\s@]+@[^\\s@]+$';
@@ -167,9 +168,12 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const adminEmail = text(env, 'WAYGATE_ADMIN_EMAIL') ?? 'admin@localhost';
   if (!new RegExp(EMAIL_PATTERN).test(adminEmail)) throw new ConfigError('WAYGATE_ADMIN_EMAIL', 'is not an email address');
-  const adminPassword = text(env, 'WAYGATE_ADMIN_PASSWORD');
-  if (adminPassword !== undefined && adminPassword.length < 8) {
-    throw new ConfigError('WAYGATE_ADMIN_PASSWORD', 'must be at least 8 characters');
+  // The login's limits: an admin made with a value outside them could never log in.
+  if (normalEmail(adminEmail).length > 254) throw new ConfigError('WAYGATE_ADMIN_EMAIL', 'is longer than 254 characters (once lower-cased)');
+  // Not trimmed: spaces are part of a password, and the login compares it as typed.
+  const adminPassword = env.WAYGATE_ADMIN_PASSWORD === '' ? undefined : env.WAYGATE_ADMIN_PASSWORD;
+  if (adminPassword !== undefined && (adminPassword.length < 8 || adminPassword.length > 256)) {
+    throw new ConfigError('WAYGATE_ADMIN_PASSWORD', 'must be 8 to 256 characters');
   }
   const redisUrl = text(env, 'REDIS_URL');
   if (redisUrl !== undefined) checkRedisUrl(redisUrl);

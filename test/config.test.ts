@@ -184,6 +184,9 @@ describe('loadConfig rejects bad values with a one-line ConfigError naming the v
     ['WAYGATE_ADMIN_EMAIL', { WAYGATE_ADMIN_EMAIL: 'not-an-email' }],
     ['WAYGATE_ADMIN_EMAIL', { WAYGATE_ADMIN_EMAIL: 'two words@x' }],
     ['WAYGATE_ADMIN_PASSWORD', { WAYGATE_ADMIN_PASSWORD: 'short' }],
+    // Regressions: accepted, and the admin could then never log in (the login takes at most 256 and 254 characters).
+    ['WAYGATE_ADMIN_PASSWORD', { WAYGATE_ADMIN_PASSWORD: 'p'.repeat(257) }],
+    ['WAYGATE_ADMIN_EMAIL', { WAYGATE_ADMIN_EMAIL: `${'a'.repeat(250)}@x.io` }],
     ['WAYGATE_BODY_LIMIT_BYTES', { WAYGATE_BODY_LIMIT_BYTES: '10' }],
     ['WAYGATE_LOGIN_MAX_ATTEMPTS', { WAYGATE_LOGIN_MAX_ATTEMPTS: '0' }],
     ['WAYGATE_LOGIN_WINDOW_SECONDS', { WAYGATE_LOGIN_WINDOW_SECONDS: 'soon' }],
@@ -197,6 +200,11 @@ describe('loadConfig rejects bad values with a one-line ConfigError naming the v
     expect(error.name).toBe('ConfigError');
     expect(error.message).toContain(variable);
     expect(error.message.split('\n')).toHaveLength(1);
+  });
+
+  // Regression: the password was trimmed, so logging in with the value as set was refused.
+  it('keeps the admin password as set, spaces included', () => {
+    expect(loadConfig({ WAYGATE_ADMIN_PASSWORD: ' spaced password ' }).adminPassword).toBe(' spaced password ');
   });
 
   it('keeps the message to one line even when the bad value itself contains a line break', () => {

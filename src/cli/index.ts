@@ -102,7 +102,7 @@ async function usersCommand(sub: string | undefined, args: string[]): Promise<vo
   const { values } = parseArgs({ args, options: { email: { type: 'string' }, password: { type: 'string' } } });
   if (sub !== 'reset-password') throw new UsageError(HELP.users!);
   if (!values.email) throw new UsageError('users reset-password needs --email');
-  if (values.password !== undefined && values.password.length < 8) throw new UsageError('--password must be at least 8 characters');
+  if (values.password !== undefined && (values.password.length < 8 || values.password.length > 256)) throw new UsageError('--password must be 8 to 256 characters');
   const { userView } = await import('../areas/users/service.js');
   await withContext(async (ctx) => {
     const { user, password } = await ctx.services.users.resetPassword(values.email!, values.password);

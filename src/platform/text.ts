@@ -43,3 +43,11 @@ export function jsonNestsDeeperThan(text: string, value: unknown, maxDepth: numb
   }
   return false;
 }
+
+/**
+ * The one form an email is stored and looked up in: NFC (so "é" typed as one or two code points is one address) and
+ * lower case.
+ */
+export function normalEmail(email: string): string {
+  return email.normalize('NFC').toLowerCase();
+}

@@ -5,7 +5,8 @@ import type { Principal } from '../../http/principal.js';
 import type { Cache } from '../../platform/cache.js';
 import { DUMMY_PASSWORD_HASH, verifyPassword } from '../../platform/passwords.js';
 import type { ProjectService } from '../projects/service.js';
-import { normalEmail, type UserService } from '../users/service.js';
+import { normalEmail } from '../../platform/text.js';
+import type { UserService } from '../users/service.js';
 import type { UserRecord } from '../users/store.js';
 
 export const SESSION_COOKIE = 'waygate_session';

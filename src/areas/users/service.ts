@@ -5,6 +5,7 @@ import type { Principal } from '../../http/principal.js';
 import { roleAtLeast, type Role } from '../../http/rbac.js';
 import { newId } from '../../platform/ids.js';
 import { generatePassword, hashPassword } from '../../platform/passwords.js';
+import { normalEmail } from '../../platform/text.js';
 import { UserStore, type UserRecord } from './store.js';
 
 export interface CreateUserInput {
@@ -17,14 +18,6 @@ export interface CreateUserInput {
 
 /** The longest email address (RFC 5321's path limit less its angle brackets), checked once normalised. */
 const MAX_EMAIL_LENGTH = 254;
-
-/**
- * The one form an email is stored and looked up in: NFC (so "é" typed as one or two code points is one address) and
- * lower case.
- */
-export function normalEmail(email: string): string {
-  return email.normalize('NFC').toLowerCase();
-}
 
 export class UserService {
   constructor(private readonly store: UserStore) {}
