@@ -25,8 +25,8 @@ Configuration comes from the environment (see README). Every command takes --hel
   users: `Usage: waygate users reset-password --email EMAIL [--password PASSWORD]
 
   Sets the password (a generated one, printed once, when --password is omitted) and ends the user's sessions.
-  Prints JSON {user, password}.`,
-  license: `Usage: waygate license inspect\n\nVerifies WAYGATE_LICENSE against the built-in key or WAYGATE_LICENSE_PUBLIC_KEY and prints its claims as JSON.`,
+  Prints JSON {user} and, when it was generated, {password}.`,
+  license: `Usage: waygate license inspect\n\nVerifies WAYGATE_LICENSE against the built-in key or WAYGATE_LICENSE_PUBLIC_KEY and prints its claims as JSON.\nExits 0 when it verifies or none is set, 1 otherwise.`,
 };
 
 function print(value: unknown): void {
@@ -34,6 +34,23 @@ function print(value: unknown): void {
 }
 
 class UsageError extends Error {}
+
+type OptionSpec = Record<string, { type: 'string' | 'boolean' }>;
+
+/** The command's options, strictly: an unknown option, a missing value or a stray argument is a usage error (exit 2). */
+function optionsOf<T extends OptionSpec>(command: string, args: string[], options: T): ReturnType<typeof parseArgs<{ args: string[]; options: T; strict: true }>>['values'] {
+  try {
+    return parseArgs({ args, options, strict: true, allowPositionals: false }).values;
+  } catch (err) {
+    throw new UsageError(`${err instanceof Error ? err.message : String(err)}\n\n${HELP[command]}`);
+  }
+}
+
+/** Commands configured only by the environment refuse arguments rather than ignore them (`serve --port 1`). */
+function noArguments(command: string, args: (string | undefined)[]): void {
+  const given = args.filter((arg) => arg !== undefined);
+  if (given.length > 0) throw new UsageError(`waygate ${command} takes no arguments (got ${given.join(' ')}); it is configured by environment variables.\n\n${HELP[command]}`);
+}
 
 // The server, database and crypto modules load only for commands that use them, so --help answers at once.
 async function withContext<T>(fn: (ctx: Context) => Promise<T>, options: { bootstrapToken: boolean } = { bootstrapToken: false }): Promise<T> {
@@ -55,37 +72,44 @@ async function checkExpires(expires: string): Promise<void> {
   }
 }
 
+type TokenOptions = { name?: string; project?: string; 'no-project'?: boolean; role?: string; expires?: string; id?: string };
+
+/** A subcommand's options, checked before any database is opened. */
+async function checkTokenOptions(sub: string | undefined, values: TokenOptions): Promise<void> {
+  if (sub === 'list') return;
+  if (sub === 'revoke') {
+    if (!values.id) throw new UsageError('tokens revoke needs --id');
+    return;
+  }
+  if (sub !== 'create') throw new UsageError(HELP.tokens!);
+  if (!values.name) throw new UsageError('tokens create needs --name');
+  // The API's rule for names (1 to 200 characters, not blank).
+  if (values.name.trim() === '' || values.name.length > 200) throw new UsageError('--name must be 1 to 200 characters, not only spaces');
+  if (values['no-project'] && values.project !== undefined) throw new UsageError('--project and --no-project exclude each other');
+  if (!ROLES.includes((values.role ?? 'member') as Role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`);
+  if (values.expires !== undefined) await checkExpires(values.expires);
+}
+
 async function tokensCommand(sub: string | undefined, args: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      name: { type: 'string' },
-      project: { type: 'string' },
-      'no-project': { type: 'boolean' },
-      role: { type: 'string' },
-      expires: { type: 'string' },
-      id: { type: 'string' },
-    },
+  const values: TokenOptions = optionsOf('tokens', args, {
+    name: { type: 'string' },
+    project: { type: 'string' },
+    'no-project': { type: 'boolean' },
+    role: { type: 'string' },
+    expires: { type: 'string' },
+    id: { type: 'string' },
   });
+  await checkTokenOptions(sub, values);
   const { tokenView } = await import('../areas/tokens/service.js');
   await withContext(async (ctx) => {
     const tenantId = ctx.bootstrap.tenantId;
     const { tokens, projects } = ctx.services;
     if (sub === 'list') return print({ tokens: (await tokens.listAll(tenantId)).map(tokenView) });
-    if (sub === 'revoke') {
-      if (!values.id) throw new UsageError('tokens revoke needs --id');
-      return print({ token: tokenView(await tokens.revoke({ kind: 'system', tenantId }, values.id)) });
-    }
-    if (sub === 'create') {
-      if (!values.name) throw new UsageError('tokens create needs --name');
-      const role = (values.role ?? 'member') as Role;
-      if (!ROLES.includes(role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`);
-      if (values.expires !== undefined) await checkExpires(values.expires);
-      const projectId = values['no-project'] ? null : (await projects.require(tenantId, values.project ?? 'default')).id;
-      const { token, value } = await tokens.create({ kind: 'system', tenantId }, { name: values.name, projectId, role, expiresAt: values.expires });
-      return print({ token: tokenView(token), value });
-    }
-    throw new UsageError(HELP.tokens!);
+    if (sub === 'revoke') return print({ token: tokenView(await tokens.revoke({ kind: 'system', tenantId }, values.id!)) });
+    const projectId = values['no-project'] ? null : (await projects.require(tenantId, values.project ?? 'default')).id;
+    const role = (values.role ?? 'member') as Role;
+    const { token, value } = await tokens.create({ kind: 'system', tenantId }, { name: values.name!, projectId, role, expiresAt: values.expires });
+    return print({ token: tokenView(token), value });
   });
 }
 
@@ -96,29 +120,35 @@ async function inspectLicence(): Promise<void> {
   const exp = licence.claims?.exp;
   // Claims are shown only when the signature verified (valid or expired licences).
   print({ state: licence.state, error: licence.error, ...licence.claims, expiresAt: exp ? new Date(exp * 1000).toISOString() : null });
+  // Scripts can tell from the exit code: 0 when no licence is set or it verifies, 1 otherwise.
+  if (licence.state !== 'valid' && licence.state !== 'none') process.exitCode = 1;
 }
 
 async function usersCommand(sub: string | undefined, args: string[]): Promise<void> {
-  const { values } = parseArgs({ args, options: { email: { type: 'string' }, password: { type: 'string' } } });
+  const values = optionsOf('users', args, { email: { type: 'string' }, password: { type: 'string' } });
   if (sub !== 'reset-password') throw new UsageError(HELP.users!);
   if (!values.email) throw new UsageError('users reset-password needs --email');
   if (values.password !== undefined && (values.password.length < 8 || values.password.length > 256)) throw new UsageError('--password must be 8 to 256 characters');
   const { userView } = await import('../areas/users/service.js');
   await withContext(async (ctx) => {
     const { user, password } = await ctx.services.users.resetPassword(values.email!, values.password);
-    print({ user: userView(user), password });
+    // A password given on the command line is not printed back (it would land in terminal logs a second time).
+    print({ user: userView(user), ...(values.password === undefined ? { password } : {}) });
   });
 }
 
 export async function runCli(argv: string[]): Promise<void> {
   const [command, sub, ...rest] = argv;
   const wantsHelp = argv.includes('--help') || argv.includes('-h');
+  if (command === 'help' && sub && HELP[sub]) return void process.stdout.write(HELP[sub] + '\n');
   if (!command || command === 'help' || (wantsHelp && !HELP[command])) return void process.stdout.write(HELP.main + '\n');
   if (wantsHelp) return void process.stdout.write(HELP[command] + '\n');
   switch (command) {
     case 'serve':
+      noArguments('serve', [sub, ...rest]);
       return (await import('../main.js')).serve();
     case 'init':
+      noArguments('init', [sub, ...rest]);
       return withContext(async (ctx) => print({ ...ctx.bootstrap, database: ctx.database.dialect, dataDir: ctx.config.dataDir }), {
         bootstrapToken: true,
       });
@@ -128,6 +158,7 @@ export async function runCli(argv: string[]): Promise<void> {
       return usersCommand(sub, rest);
     case 'license':
       if (sub !== 'inspect') throw new UsageError(HELP.license!);
+      noArguments('license', rest);
       return inspectLicence();
     default:
       throw new UsageError(`Unknown command "${command}".\n\n${HELP.main}`);

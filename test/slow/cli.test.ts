@@ -67,6 +67,7 @@ describe('waygate --help', { timeout: 60_000 }, () => {
     [['init', '--help'], 'Usage: waygate init'],
     [['tokens', 'create', '--help'], 'Usage: waygate tokens'],
     [['license', 'inspect', '-h'], 'Usage: waygate license inspect'],
+    [['help', 'tokens'], 'Usage: waygate tokens'],
   ])('%j exits 0 and prints usage', async (args, usage) => {
     const dir = dataDir();
     const result = await run(args, envFor(dir));
@@ -82,6 +83,26 @@ describe('waygate errors', { timeout: 60_000 }, () => {
     const result = await run(['frobnicate'], envFor(dataDir()));
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('Unknown command "frobnicate"');
+  });
+
+  // Regressions: these exited 1 (parseArgs' own errors) or 0 with the argument ignored (serve --port 1 served on 8080).
+  it.each([
+    [['serve', '--port', '1'], 'takes no arguments'],
+    [['init', '--bogus'], 'takes no arguments'],
+    [['license', 'inspect', 'extra'], 'takes no arguments'],
+    [['tokens', 'create', '--nmae', 'x'], "Unknown option '--nmae'"],
+    [['tokens', 'create', '--name'], "'--name"],
+    [['tokens', 'create', '--name', 'x', 'extra'], 'extra'],
+    [['tokens', 'create', '--name', 'x', '--no-project', '--project', 'default'], 'exclude each other'],
+    [['tokens', 'create', '--name', '   '], '--name must be 1 to 200'],
+    [['users', 'reset-password', '--email', 'a@b.c', '--bogus'], "Unknown option '--bogus'"],
+  ])('%j is a usage error: exit 2 naming the problem, nothing done', async (args, problem) => {
+    const dir = dataDir();
+    const result = await run(args, envFor(dir));
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr).toContain(problem);
+    expect(result.stdout).toBe('');
+    expect(fs.existsSync(path.join(dir, 'waygate.db'))).toBe(false);
   });
 
   it.each([['init'], ['serve']])('a bad variable (PORT=abc) makes %j exit 2 with one stderr line naming PORT', async (...args) => {
@@ -212,10 +233,11 @@ describe('waygate license inspect', { timeout: 60_000 }, () => {
     }
   });
 
-  it('reports a licence signed by another key as invalid', async () => {
+  it('reports a licence signed by another key as invalid, and exits 1', async () => {
     const licence = await signLicence(licenceKeys().privateKeyPem, {});
-    const result = json(await run(['license', 'inspect'], envFor(dataDir(), { WAYGATE_LICENSE: licence, WAYGATE_LICENSE_PUBLIC_KEY: keys.publicKeyPem })));
-    expect(result.state).toBe('invalid');
+    const result = await run(['license', 'inspect'], envFor(dataDir(), { WAYGATE_LICENSE: licence, WAYGATE_LICENSE_PUBLIC_KEY: keys.publicKeyPem }));
+    expect(result.code).toBe(1);
+    expect(JSON.parse(result.stdout).state).toBe('invalid');
   });
 });
 
@@ -300,8 +322,9 @@ describe('recovering the admin account', { timeout: 60_000 }, () => {
     const generated = json(await run(['users', 'reset-password', '--email', 'ops@example.test'], env)) as { password: string; user: { email: string } };
     expect(generated.user.email).toBe('ops@example.test');
     expect(generated.password).toMatch(/^[\w-]{20,}$/);
-    const chosen = json(await run(['users', 'reset-password', '--email', 'ops@example.test', '--password', 'chosen-password-9'], env)) as { password: string };
-    expect(chosen.password).toBe('chosen-password-9');
+    const chosen = json(await run(['users', 'reset-password', '--email', 'ops@example.test', '--password', 'chosen-password-9'], env)) as { password?: string };
+    // A password given is not printed back.
+    expect(chosen).not.toHaveProperty('password');
     const db = new SQLite(path.join(dir, 'waygate.db'), { readonly: true });
     const row = db.prepare('select password_hash, session_version from users').get() as { password_hash: string; session_version: number };
     db.close();
