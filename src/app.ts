@@ -23,6 +23,7 @@ import { registerJsonParser, rejectNulInUrls } from './http/body.js';
 import { clientErrorHandler, frameworkErrorHandler, overheadMs, registerErrorHandling } from './http/error-handler.js';
 import { withoutTokenValues } from './http/redact.js';
 import { registerRequestId, requestIdFromHeaders } from './http/request-id.js';
+import { withCommonErrors } from './http/schemas.js';
 import { serializerCompiler, validatorCompiler } from './http/validation.js';
 
 /** Trust the nearest `hops` proxies (each hop is an X-Forwarded-For entry). */
@@ -79,6 +80,7 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
 
   await app.register(cookie);
   await app.register(swagger, {
+    transform: ({ schema, url }) => ({ schema: schema && withCommonErrors(schema), url }),
     openapi: {
       openapi: '3.1.0',
       info: {

@@ -184,6 +184,16 @@ describe.each(BACKENDS)('OpenAPI description on %s', (backend) => {
     }
   });
 
+  // Regression: answers every route can give were not listed (a non-JSON body's 415, an unreachable database's 503).
+  it('lists 503 for every route and 415 for every route that takes a body', () => {
+    for (const route of apiRoutes()) {
+      const codes = Object.keys(operationOf(route)!.responses ?? {});
+      const label = key(route.method, route.url);
+      expect(codes, label).toContain('503');
+      if (route.schema.body) expect(codes, label).toContain('415');
+    }
+  });
+
   it('documents query and path parameters', () => {
     for (const route of apiRoutes()) {
       const label = key(route.method, route.url);

@@ -76,6 +76,13 @@ export function registerJsonParser(app: FastifyInstance): void {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJson);
   // Fastify matches a pattern against the whole header, parameters included.
   app.addContentTypeParser(/^application\/[\w.-]+\+json\s*(?:;|$)/i, { parseAs: 'string' }, parseJson);
+  // A bodiless request is no body whatever it is labelled (`curl -X POST -d ''` says form-urlencoded); a body of
+  // another type is a 415, refused before it is read.
+  app.addContentTypeParser('*', (request, _payload, done) => {
+    const length = request.headers['content-length'];
+    if (request.headers['transfer-encoding'] === undefined && (length === undefined || length === '0')) return done(null, undefined);
+    done(ERRORS.unsupportedMediaType(String(request.headers['content-type'] ?? '').split(';')[0]!.slice(0, 100)));
+  });
 }
 
 /** NUL cannot be stored in PostgreSQL text; %00 is the only way one reaches decoded path parameters and query values. */

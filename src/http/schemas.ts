@@ -19,13 +19,24 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   404: 'Not found',
   409: 'Conflict',
   413: 'Body too large',
+  415: 'Unsupported Content-Type',
   429: 'Too many requests',
+  500: 'Internal error',
   503: 'Unavailable',
 };
 
 /** Error responses for the OpenAPI description of a route. */
 export function errorResponses(...codes: number[]): Record<number, TSchema> {
   return Object.fromEntries(codes.map((code) => [code, { ...ErrorBody, description: ERROR_DESCRIPTIONS[code] ?? 'Error' }]));
+}
+
+/**
+ * A route's schema as the OpenAPI description shows it: with the answers every route can give besides its own, 415
+ * for a body that is not JSON where a body is taken, and 503 while the database or Redis is unreachable.
+ */
+export function withCommonErrors<T extends { body?: unknown; response?: unknown }>(schema: T): T {
+  const common = schema.body === undefined ? errorResponses(503) : errorResponses(415, 503);
+  return { ...schema, response: { ...common, ...(schema.response as object | undefined) } };
 }
 
 export const IsoDateTime = Type.String({ format: 'date-time' });

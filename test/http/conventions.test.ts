@@ -1,7 +1,7 @@
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { randomBase32 } from '../../src/platform/ids.js';
-import { ADMIN_EMAIL, BACKENDS, createTestApp, flushAudit, type TestApp } from '../helpers/app.js';
+import { ADMIN_EMAIL, BACKENDS, createTestApp, createUserSession, flushAudit, type TestApp } from '../helpers/app.js';
 
 const BODY_LIMIT = 1024;
 
@@ -121,6 +121,18 @@ describe.each(BACKENDS)('request conventions on %s', (backend) => {
     expect(error.message).toContain('text/plain');
     expectError(await send({ method: 'POST', url: '/api/auth/login', headers: { 'content-type': 'text/plain' }, payload: 'hello' }, null), 415);
     expectError(await send({ method: 'POST', url: '/api/projects', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'name=x' }), 415);
+  });
+
+  // Regression: `curl -X POST -d ''` (form-urlencoded, no bytes) got a 415 on routes that take no body.
+  it('a bodiless request of any Content-Type is a request without a body', async () => {
+    // Logging out ends every session of the user: not the admin's, which the other tests use.
+    const user = await createUserSession(t, 'viewer');
+    const logout = await send({ method: 'POST', url: '/api/auth/logout', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: '' }, user.session);
+    expect(logout.statusCode, logout.body).not.toBe(415);
+    expect(logout.statusCode).toBeLessThan(300);
+    const empty = await send({ method: 'POST', url: '/api/projects', headers: { 'content-type': 'text/plain' }, payload: '' });
+    // A route that needs a body says what is missing, not which media type it takes.
+    expectError(empty, 400);
   });
 
   it('application/json and application/*+json, with or without a charset parameter, are accepted', async () => {

@@ -129,7 +129,7 @@ export const getAgentSchema = {
   operationId: 'agents.get',
   tags: ['client'],
   params: AgentParams,
-  response: { 200: Type.Object({ agent: AgentView }), ...errorResponses(401, 403, 404) },
+  response: { 200: Type.Object({ agent: AgentView }), ...errorResponses(400, 401, 403, 404) },
 };
 
 export const updateAgentSchema = {
@@ -144,7 +144,7 @@ export const deleteAgentSchema = {
   operationId: 'agents.delete',
   tags: ['client'],
   params: AgentParams,
-  response: { 200: Type.Object({ success: Type.Literal(true) }), ...errorResponses(401, 403, 404) },
+  response: { 200: Type.Object({ success: Type.Literal(true) }), ...errorResponses(400, 401, 403, 404) },
 };
 
 export const publishAgentSchema = {

@@ -46,6 +46,7 @@ export const listAuditSchema = {
   querystring: AuditQuery,
   response: {
     200: Type.Object({ object: Type.Literal('list'), data: Type.Array(AuditEventView) }),
-    ...errorResponses(400, 401, 403),
+    // Interface 4.4 lists 500 among the statuses.
+    ...errorResponses(400, 401, 403, 500),
   },
 };

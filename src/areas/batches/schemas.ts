@@ -99,7 +99,7 @@ export const getBatchSchema = {
   tags: ['client'],
   summary: 'A batch',
   params: BatchParams,
-  response: { 200: BatchView, ...errorResponses(401, 403, 404) },
+  response: { 200: BatchView, ...errorResponses(400, 401, 403, 404) },
 };
 
 export const cancelBatchSchema = {

@@ -40,7 +40,7 @@ export const listBucketsSchema = {
   operationId: 'files.listBuckets',
   tags: ['client'],
   summary: "The project's buckets, by key",
-  response: { 200: Type.Object({ object: Type.Literal('list'), data: Type.Array(BucketView) }), ...errorResponses(401, 403) },
+  response: { 200: Type.Object({ object: Type.Literal('list'), data: Type.Array(BucketView) }), ...errorResponses(400, 401, 403) },
 };
 
 export const ObjectListQuery = Type.Object(
