@@ -118,6 +118,15 @@ function filesStorage(env: Env, database: DatabaseTarget): 'disk' | 'database' {
   throw new ConfigError('WAYGATE_FILES_STORAGE', `must be disk or database, got ${quoted(raw)}`);
 }
 
+/** An address or host name to listen on: refused here rather than by a DNS failure after the database is set up. */
+function hostOf(raw: string | undefined): string {
+  if (raw === undefined) return '127.0.0.1';
+  if (!/^[\w.:%-]+$/.test(raw) || raw.includes('://')) {
+    throw new ConfigError('HOST', `must be an IP address or a host name (such as 0.0.0.0 or ::), got ${quoted(raw)}`);
+  }
+  return raw;
+}
+
 function databaseTarget(raw: string | undefined, dataDir: string, poolSize: number): DatabaseTarget {
   if (raw === undefined) return { kind: 'sqlite', file: path.join(dataDir, 'waygate.db') };
   if (raw.startsWith('postgres://') || raw.startsWith('postgresql://')) {
@@ -192,7 +201,7 @@ export function loadConfig(env: Env = process.env): Config {
   const database = databaseTarget(text(env, 'DATABASE_URL'), dataDir, integer(env, 'WAYGATE_DATABASE_POOL_SIZE', 10, 1, 1000));
   return {
     port: integer(env, 'PORT', 8080, 0, 65535),
-    host: text(env, 'HOST') ?? '127.0.0.1',
+    host: hostOf(text(env, 'HOST')),
     database,
     dataDir,
     redisUrl,

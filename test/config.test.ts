@@ -178,6 +178,9 @@ describe('loadConfig rejects bad values with a one-line ConfigError naming the v
     ['WAYGATE_BOOTSTRAP_TOKEN', { WAYGATE_BOOTSTRAP_TOKEN: 'wgt_short' }],
     ['HEALTH_ENDPOINT_ENABLED', { HEALTH_ENDPOINT_ENABLED: 'maybe' }],
     ['REDIS_URL', { REDIS_URL: 'http://x' }],
+    // Regressions: accepted, and the start failed with a DNS error after the database was set up.
+    ['HOST', { HOST: 'not a host' }],
+    ['HOST', { HOST: 'http://x' }],
     ['WAYGATE_SECRET_KEY', { WAYGATE_SECRET_KEY: 'too-short' }],
     ['WAYGATE_SESSION_SECRET', { WAYGATE_SESSION_SECRET: 'too-short' }],
     ['LOG_LEVEL', { LOG_LEVEL: 'verbose' }],
@@ -200,6 +203,10 @@ describe('loadConfig rejects bad values with a one-line ConfigError naming the v
     expect(error.name).toBe('ConfigError');
     expect(error.message).toContain(variable);
     expect(error.message.split('\n')).toHaveLength(1);
+  });
+
+  it('takes HOST as an IPv4 or IPv6 address or a host name', () => {
+    for (const host of ['0.0.0.0', '::', '::1', 'fe80::1%eth0', 'localhost', 'gateway.internal']) expect(loadConfig({ HOST: host }).host).toBe(host);
   });
 
   // Regression: the password was trimmed, so logging in with the value as set was refused.

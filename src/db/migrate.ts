@@ -54,7 +54,9 @@ export async function migrateToLatest(db: Db, dialect: Dialect): Promise<void> {
       await sleep(50 * attempt);
       continue;
     }
-    const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
-    throw new Error(`Database migration ${failed} failed: ${error instanceof Error ? error.message : String(error)}`);
+    const failed = results?.find((r) => r.status === 'Error')?.migrationName;
+    const reason = error instanceof Error ? error.message : String(error);
+    // Without a failed migration the database was not reached (or refused the migration table) at all.
+    throw new Error(failed ? `Database migration ${failed} failed: ${reason}` : `Database migrations could not run: ${reason}`);
   }
 }
