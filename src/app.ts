@@ -80,7 +80,7 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
 
   await app.register(cookie);
   await app.register(swagger, {
-    transform: ({ schema, url }) => ({ schema: schema && withCommonErrors(schema), url }),
+    transform: ({ schema, url, route }) => ({ schema: schema && withCommonErrors(schema, route.method), url }),
     openapi: {
       openapi: '3.1.0',
       info: {

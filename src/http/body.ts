@@ -79,6 +79,8 @@ export function registerJsonParser(app: FastifyInstance): void {
   // A bodiless request is no body whatever it is labelled (`curl -X POST -d ''` says form-urlencoded); a body of
   // another type is a 415, refused before it is read.
   app.addContentTypeParser('*', (request, _payload, done) => {
+    // An unknown route answers 404 whatever its body (Fastify asks no parser then, unless one matches everything).
+    if (request.is404) return done(null, undefined);
     const length = request.headers['content-length'];
     if (request.headers['transfer-encoding'] === undefined && (length === undefined || length === '0')) return done(null, undefined);
     done(ERRORS.unsupportedMediaType(String(request.headers['content-type'] ?? '').split(';')[0]!.slice(0, 100)));

@@ -30,12 +30,16 @@ export function errorResponses(...codes: number[]): Record<number, TSchema> {
   return Object.fromEntries(codes.map((code) => [code, { ...ErrorBody, description: ERROR_DESCRIPTIONS[code] ?? 'Error' }]));
 }
 
+const METHODS_WITH_BODIES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
 /**
  * A route's schema as the OpenAPI description shows it: with the answers every route can give besides its own, 415
- * for a body that is not JSON where a body is taken, and 503 while the database or Redis is unreachable.
+ * for a non-empty body that is not JSON on a method that carries one, and 503 while the database or Redis is
+ * unreachable.
  */
-export function withCommonErrors<T extends { body?: unknown; response?: unknown }>(schema: T): T {
-  const common = schema.body === undefined ? errorResponses(503) : errorResponses(415, 503);
+export function withCommonErrors<T extends { response?: unknown }>(schema: T, method: string | string[]): T {
+  const methods = Array.isArray(method) ? method : [method];
+  const common = methods.some((m) => METHODS_WITH_BODIES.has(m)) ? errorResponses(415, 503) : errorResponses(503);
   return { ...schema, response: { ...common, ...(schema.response as object | undefined) } };
 }
 

@@ -133,6 +133,8 @@ describe.each(BACKENDS)('request conventions on %s', (backend) => {
     const empty = await send({ method: 'POST', url: '/api/projects', headers: { 'content-type': 'text/plain' }, payload: '' });
     // A route that needs a body says what is missing, not which media type it takes.
     expectError(empty, 400);
+    // An unknown route is a 404 whatever its body.
+    expectError(await send({ method: 'POST', url: '/api/no-such-route', headers: { 'content-type': 'text/plain' }, payload: 'hello' }), 404);
   });
 
   it('application/json and application/*+json, with or without a charset parameter, are accepted', async () => {
