@@ -27,8 +27,11 @@ function resourceFromParams(request: FastifyRequest): string | null {
  * for a client that left before its answer, and the change it asked for happens all the same.
  */
 export function registerAuditHook(app: FastifyInstance, audit: AuditService): void {
+  // onSend runs again for the error reply when a later onSend hook fails: one event per request all the same.
+  const scheduled = new WeakSet<FastifyRequest>();
   app.addHook('onSend', (request, reply, payload, done) => {
-    if (audited(request, reply.statusCode)) {
+    if (audited(request, reply.statusCode) && !scheduled.has(request)) {
+      scheduled.add(request);
       if (reply.raw.destroyed) recordAudit(audit, request, reply);
       else reply.raw.once('close', () => recordAudit(audit, request, reply));
     }

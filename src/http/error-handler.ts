@@ -68,6 +68,11 @@ export function frameworkErrorHandler(error: FastifyError, request: FastifyReque
 export function clientErrorHandler(error: Error & { code?: string; reason?: string }, socket: Socket): void {
   // A reset connection is already gone; nothing can be written to it.
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  // A response already under way on this socket cannot be followed by another: the connection is only closed.
+  if ((socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent) {
+    socket.destroy(error);
+    return;
+  }
   const [status, message, code] =
     error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
       ? [408, 'The request did not arrive in time', 'request_timeout']

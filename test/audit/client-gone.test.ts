@@ -1,6 +1,11 @@
 import net from 'node:net';
+import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { AuditService } from '../../src/areas/audit/service.js';
+import type { AuditEvent } from '../../src/areas/audit/store.js';
+import { registerAuditHook } from '../../src/http/audit-hook.js';
 import { call, createTestApp, createToken, flushAudit, type TestApp } from '../helpers/app.js';
+import { listenOnLoopback } from '../helpers/net.js';
 
 /**
  * Regression: a client that sent a state-changing request and left at once got its change made but never audited
@@ -11,8 +16,7 @@ describe('audit of a request whose client left before the answer', () => {
   let port: number;
   beforeAll(async () => {
     t = await createTestApp();
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    port = (t.app.server.address() as net.AddressInfo).port;
+    port = await listenOnLoopback(t.app);
   });
   afterAll(async () => t?.close());
 
@@ -41,6 +45,10 @@ describe('audit of a request whose client left before the answer', () => {
       },
       { timeout: 5_000, interval: 50 },
     );
+    // Once: nothing more arrives later.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await flushAudit(t);
+    expect(await eventsOf(requestId)).toHaveLength(1);
     const listed = (await call(t.app, t.adminSession, { method: 'GET', url: '/api/tokens' })).json().tokens.find((x: { id: string }) => x.id === token.id);
     expect(listed.revokedAt).not.toBeNull();
     const [event] = await eventsOf(requestId);
@@ -59,5 +67,26 @@ describe('audit of a request whose client left before the answer', () => {
       { timeout: 5_000, interval: 50 },
     );
     expect((await eventsOf(requestId))[0]).toMatchObject({ outcome: expect.stringMatching(/^(denied|failure)$/) });
+  });
+});
+
+// A failing onSend hook makes Fastify run the onSend hooks again for its error reply.
+describe('audit of a reply that fails in a later onSend hook', () => {
+  it('records one event, with the status sent', async () => {
+    const recorded: AuditEvent[] = [];
+    const app = Fastify();
+    registerAuditHook(app, { record: (event: AuditEvent) => void recorded.push(event) } as unknown as AuditService);
+    app.addHook('onSend', async () => {
+      throw new Error('onSend failed');
+    });
+    app.post('/things', { schema: { operationId: 'things.create' } }, async () => ({ ok: true }));
+    try {
+      const res = await app.inject({ method: 'POST', url: '/things', payload: {} });
+      expect(res.statusCode).toBe(500);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(recorded.map((event) => event.statusCode)).toEqual([500]);
+    } finally {
+      await app.close();
+    }
   });
 });

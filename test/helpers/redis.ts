@@ -20,3 +20,11 @@ export async function redisReachable(url = TEST_REDIS_URL): Promise<boolean> {
     });
   });
 }
+
+/** Removes every key under a test run's prefix (each run has its own, so leftovers never change what CI sees). */
+export async function clearRedisPrefix(prefix: string, url = TEST_REDIS_URL): Promise<void> {
+  const { RedisCache } = await import('../../src/platform/cache.js');
+  const cache = new RedisCache(url, prefix);
+  await cache.clearPrefix();
+  await cache.close();
+}

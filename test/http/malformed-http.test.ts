@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApp, type TestApp } from '../helpers/app.js';
+import { listenOnLoopback } from '../helpers/net.js';
 
 /** Requests Node's HTTP parser refuses never reach a route: they still get Waygate's `{ error }` shape. */
 
@@ -28,8 +29,7 @@ describe('malformed HTTP requests', () => {
   let port: number;
   beforeAll(async () => {
     t = await createTestApp();
-    await t.app.listen({ port: 0, host: '127.0.0.1' });
-    port = (t.app.server.address() as net.AddressInfo).port;
+    port = await listenOnLoopback(t.app);
   });
   afterAll(async () => t?.close());
 

@@ -1,10 +1,9 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { LimitService, type Estimate, type LimitSubject } from '../../src/areas/limits/service.js';
 import type { UsageService } from '../../src/areas/usage/service.js';
-import { RedisCache } from '../../src/platform/cache.js';
 import { MemoryCounters, RedisCounters, type Counters } from '../../src/platform/counters.js';
 import { randomBase32 } from '../../src/platform/ids.js';
-import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
+import { clearRedisPrefix, redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
 
 /**
  * Costs the registry allows (10^12 USD per million tokens) reach 10^21 nano-dollars and more. Regression: Redis got
@@ -16,11 +15,7 @@ const PREFIX = `waygate-test:huge:${randomBase32(10)}:`;
 const opened: Counters[] = [];
 afterAll(async () => {
   for (const counters of opened) await counters.close();
-  if (hasRedis) {
-    const cache = new RedisCache(TEST_REDIS_URL, PREFIX);
-    await cache.clearPrefix();
-    await cache.close();
-  }
+  if (hasRedis) await clearRedisPrefix(PREFIX);
 });
 
 const COUNTERS: [string, () => Counters, boolean][] = [

@@ -1,11 +1,10 @@
 import net from 'node:net';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { RedisCache } from '../../src/platform/cache.js';
 import { MemoryCounters, RedisCounters, type CounterReservation, type Counters } from '../../src/platform/counters.js';
 import { DependencyUnavailableError, redisCall } from '../../src/platform/errors.js';
 import { randomBase32 } from '../../src/platform/ids.js';
-import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
+import { clearRedisPrefix, redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
 
 const hasRedis = await redisReachable();
 if (!hasRedis) console.warn(`skipping RedisCounters tests: no Redis at ${TEST_REDIS_URL}`);
@@ -16,11 +15,7 @@ const opened: Counters[] = [];
 
 afterAll(async () => {
   for (const counters of opened) await counters.close();
-  if (hasRedis) {
-    const cache = new RedisCache(TEST_REDIS_URL, PREFIX);
-    await cache.clearPrefix();
-    await cache.close();
-  }
+  if (hasRedis) await clearRedisPrefix(PREFIX);
 });
 
 type Make = () => Counters;
