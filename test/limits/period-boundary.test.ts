@@ -99,4 +99,24 @@ describe('budget periods and calls that span their end', () => {
       await counters.close();
     }
   });
+
+  // Regression (review): each refusal wrote the usage buffer and ran an aggregate; a client hammering a used-up
+  // budget made as many queries as requests.
+  it('refusals of a used-up budget read stored usage at most once a second', async () => {
+    const counters = new MemoryCounters();
+    let reads = 0;
+    const usage = { totalsSince: async () => (reads++, { tokens: 100, cost: 0 }) } as unknown as UsageService;
+    const limits = new LimitService(counters, usage);
+    const clock = vi.spyOn(Date, 'now').mockReturnValue(DAY_END + 1_000);
+    try {
+      for (let i = 0; i < 50; i++) await expect(limits.admit([subject], ESTIMATE)).rejects.toMatchObject({ statusCode: 429, code: 'budget_exceeded' });
+      // One read seeded the counter, one told the refusals apart.
+      expect(reads).toBe(2);
+      clock.mockReturnValue(DAY_END + 2_001);
+      await expect(limits.admit([subject], ESTIMATE)).rejects.toMatchObject({ code: 'budget_exceeded' });
+      expect(reads).toBe(3);
+    } finally {
+      await counters.close();
+    }
+  });
 });

@@ -1,5 +1,6 @@
 import { ERRORS, type AppError } from '../../http/errors.js';
 import type { CounterReservation, Counters } from '../../platform/counters.js';
+import { ExpiringMap } from '../../platform/expiring-map.js';
 import type { UsageService } from '../usage/service.js';
 import type { UsageScope } from '../usage/store.js';
 import { utcDay } from '../../platform/time.js';
@@ -133,6 +134,9 @@ function budgetSubjectId(subject: LimitSubject): string {
  * from stored usage after a restart.
  */
 export class LimitService {
+  /** Stored spending by budget counter, for a second: refusals of a used-up budget share one query. */
+  private readonly recentSpending = new ExpiringMap<Promise<number>>();
+
   constructor(private readonly counters: Counters, private readonly usage: UsageService) {}
 
   private plan(subjects: LimitSubject[], estimate: Estimate, now: number): PlannedCounter[] {
@@ -247,6 +251,19 @@ export class LimitService {
   }
 
   /**
+   * A budget counter's stored spending, read at most once a second per counter: a client hammering a used-up budget
+   * costs one query a second, not one a request.
+   */
+  private recentlySpent(counter: PlannedCounter): Promise<number> {
+    const known = this.recentSpending.get(counter.key);
+    if (known) return known.value;
+    const read = this.spent(counter);
+    this.recentSpending.set(counter.key, read, Date.now() + 1_000);
+    read.catch(() => this.recentSpending.delete(counter.key));
+    return read;
+  }
+
+  /**
    * The 429 for a counter with no room. A budget counter holds what was spent and what running calls reserved: when
    * the spent part leaves room for this call, the budget is only taken by calls in progress, which give back what
    * they do not use within moments, so the caller is told to retry shortly rather than at the end of the period.
@@ -255,7 +272,7 @@ export class LimitService {
     const who = counter.subject.kind === 'token' ? "This token's" : "This project's";
     const retryAfter = counter.retryAfterMs === null ? null : Math.max(1, Math.ceil(counter.retryAfterMs / 1000));
     if (!counter.seeded) return ERRORS.rateLimited(`${who} ${counter.describe} is reached; retry later`, retryAfter!);
-    if ((await this.spent(counter)) + counter.base + counter.perUnit * minimumOutput > counter.limit) {
+    if ((await this.recentlySpent(counter)) + counter.base + counter.perUnit * minimumOutput > counter.limit) {
       return ERRORS.budgetExceeded(`${who} ${counter.describe} is used up`, retryAfter);
     }
     return ERRORS.budgetInUse(`${who} ${counter.describe} is taken by the reservations of calls in progress; retry shortly`);
