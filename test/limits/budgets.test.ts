@@ -296,6 +296,25 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     expect(fake().requests.length).toBe(before + 4);
   });
 
+  // Regression (review): calls admitted while the project had no limits reserved nothing and were never counted in the
+  // budget set while they ran, for the whole period.
+  it('calls running when a budget is first set on a project are counted in it when they end', async () => {
+    const project = await limitedProject(d, {});
+    const projectModel = await fakeModel(d, fake(), {}, project.key);
+    const t = await token(d, { projectId: project.key });
+    fake().usage = { prompt: 10, completion: 90 };
+    const before = fake().requests.length;
+    fake().queue({ delayMs: 400 }, { delayMs: 400 }, { delayMs: 400 });
+    const running = [0, 1, 2].map(() => chat(app, t.value, projectModel, { max_tokens: 90 }));
+    await vi.waitFor(() => expect(fake().requests.length).toBe(before + 3), { timeout: 5_000, interval: 10 });
+    const patched = await call(app, d.session, { method: 'PATCH', url: `/api/projects/${project.key}`, payload: { budget: { maxTokens: 300, period: 'day' } } });
+    expect(patched.statusCode).toBe(200);
+    // Starts the counter while the three run (nothing of theirs stored yet).
+    expect((await chat(app, t.value, projectModel, { max_tokens: 90 })).statusCode).toBe(200);
+    for (const res of await Promise.all(running)) expect(res.statusCode).toBe(200);
+    expectRefused(await chat(app, t.value, projectModel, { max_tokens: 90 }), 'budget_exceeded', RETRY_AFTER.day!);
+  });
+
   // Regression (found in review): a period changed and changed back brought the earlier period's counter back, which
   // had missed every call in between.
   it('a budget whose period changes and changes back counts the calls made in between', async () => {

@@ -16,7 +16,7 @@ import type { EvaluationContext, GuardrailEvaluator } from '../guardrails/evalua
 import { hasGuardrails, usesJudge, type GuardrailService } from '../guardrails/service.js';
 import type { GuardrailRecord } from '../guardrails/store.js';
 import { guardStream, type StreamGuardMode } from '../guardrails/stream.js';
-import type { Budget, Estimate, LimitService, LimitSubject, RateLimit, Reservation } from '../limits/service.js';
+import { unreserved, type Budget, type Estimate, type LimitService, type LimitSubject, type RateLimit, type Reservation } from '../limits/service.js';
 import type { ResolvedModel, ModelService } from '../models/service.js';
 import type { ModelRecord, Pricing } from '../models/store.js';
 import type { ProjectService } from '../projects/service.js';
@@ -329,6 +329,7 @@ export class InferenceService {
     return candidates;
   }
 
+  /** Whose limits a call counts against: its token's, when it has any, and its project's (kept without limits too). */
   private async subjects(caller: Caller): Promise<LimitSubject[]> {
     const project = await this.projects.cached(caller.scope.tenantId, caller.scope.projectId);
     const subjects: LimitSubject[] = [];
@@ -336,9 +337,7 @@ export class InferenceService {
       // A token's limits never change after creation.
       subjects.push({ kind: 'token', scope: { ...caller.scope, tokenId: caller.tokenId }, version: 0, budget: caller.budget, rateLimit: caller.rateLimit });
     }
-    if (project && (project.budget || project.rateLimit)) {
-      subjects.push({ kind: 'project', scope: caller.scope, version: project.limitsUpdatedAt, budget: project.budget, rateLimit: project.rateLimit });
-    }
+    if (project) subjects.push({ kind: 'project', scope: caller.scope, version: project.limitsUpdatedAt, budget: project.budget, rateLimit: project.rateLimit });
     return subjects;
   }
 
@@ -352,14 +351,15 @@ export class InferenceService {
     const project = await this.projects.cached(admitted.scope.tenantId, admitted.scope.projectId);
     if (project?.limitsUpdatedAt === admitted.version) return reservation.subjects;
     const others = reservation.subjects.filter((subject) => subject !== admitted);
-    if (!project || !(project.budget || project.rateLimit)) return others;
+    if (!project) return others;
     return [...others, { ...admitted, version: project.limitsUpdatedAt, budget: project.budget, rateLimit: project.rateLimit }];
   }
 
   /** `choices`: a chat call's n, each of which needs at least one output token. */
-  private async admit(caller: Caller, candidates: ResolvedModel[], estimateInput: () => number, desiredOutput: number, choices = 1): Promise<Reservation | null> {
+  private async admit(caller: Caller, candidates: ResolvedModel[], estimateInput: () => number, desiredOutput: number, choices = 1): Promise<Reservation> {
     const subjects = await this.subjects(caller);
-    if (subjects.length === 0) return null;
+    // No estimate (token counting) without a limit that needs one.
+    if (!subjects.some((subject) => subject.budget || subject.rateLimit)) return unreserved(subjects);
     const pricing = dearestPricing(candidates);
     const estimate: Estimate = {
       inputTokens: estimateInput(),

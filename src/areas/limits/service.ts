@@ -3,7 +3,7 @@ import type { CounterReservation, Counters } from '../../platform/counters.js';
 import { ExpiringMap } from '../../platform/expiring-map.js';
 import type { UsageService } from '../usage/service.js';
 import type { UsageScope } from '../usage/store.js';
-import { utcDay } from '../../platform/time.js';
+import { DAY_MS, utcDay } from '../../platform/time.js';
 
 /** A spending cap over a period (UTC days and months). */
 export interface Budget {
@@ -68,9 +68,17 @@ interface PlannedCounter extends CounterReservation {
   retryAfterMs: number | null;
   /** Budget counters: where the stored usage to seed them from starts. */
   since: number;
-  /** Budget counters of a day or month: when that period ends (its counter is then another one). */
+  /** Budget counters: when the counter's period ends (a day, a month, or one day of a total budget's counters). */
   periodEnd: number | null;
   subject: LimitSubject;
+}
+
+/**
+ * Admission of a call no limit applies to: nothing reserved, but its subjects kept, so that a budget set on its
+ * project while it runs counts what it used (settle).
+ */
+export function unreserved(subjects: LimitSubject[]): Reservation {
+  return { counters: [], subjects, allowance: 0, capped: false };
 }
 
 /** What admission reserved, to be settled with the real amounts. */
@@ -92,7 +100,7 @@ const NOTHING_MORE: Estimate = { inputTokens: 0, desiredOutput: 0, minimumOutput
  * period's is, so that the counters of deleted tokens and of a project's earlier budget versions do not stay forever.
  * Calls running across the change are settled into the new counter, as across a period's end.
  */
-const TOTAL_COUNTER_MS = 86_400_000;
+const TOTAL_COUNTER_MS = DAY_MS;
 /** A client may ask for any max_tokens; counters (Redis scripts compute in doubles) take no more than this. */
 const MAX_ALLOWANCE = 2 ** 50;
 
@@ -108,7 +116,7 @@ function periodBounds(period: Budget['period'], now: number): { start: number; e
   const date = new Date(now);
   if (period === 'day') {
     const start = utcDay(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate());
-    return { start, end: start + 86_400_000 };
+    return { start, end: start + DAY_MS };
   }
   if (period === 'month') {
     return { start: utcDay(date.getUTCFullYear(), date.getUTCMonth(), 1), end: utcDay(date.getUTCFullYear(), date.getUTCMonth() + 1, 1) };
@@ -175,10 +183,9 @@ export class LimitService {
   }
 
   /** Reserves against every limit of the subjects, or throws 429 without reserving anything. */
-  async admit(subjects: LimitSubject[], estimate: Estimate): Promise<Reservation | null> {
-    if (!subjects.some((s) => s.budget || s.rateLimit)) return null;
+  async admit(subjects: LimitSubject[], estimate: Estimate): Promise<Reservation> {
     const planned = this.plan(subjects, estimate, Date.now());
-    if (planned.length === 0) return null;
+    if (planned.length === 0) return unreserved(subjects);
     // Each attempt that finds an unseeded counter seeds it, so every budget counter may need one attempt of its own
     // (a token and a project budget on tokens and cost: four, after a restart or at a new period).
     const attempts = planned.filter((c) => c.seeded).length + 1;
@@ -214,7 +221,7 @@ export class LimitService {
     const spent = reservation.counters.filter((c) => c.kind !== 'requests');
     const moved = current !== reservation.subjects || spent.some((c) => c.periodEnd !== null && now >= c.periodEnd);
     if (!moved) {
-      await this.counters.adjust(spent.map((c) => ({ key: c.key, amount: used(c.kind) - c.amount })));
+      if (spent.length > 0) await this.counters.adjust(spent.map((c) => ({ key: c.key, amount: used(c.kind) - c.amount })));
       return;
     }
     // Rate-limit windows stay the minute the call was admitted in; only budget counters follow the call.
@@ -223,7 +230,12 @@ export class LimitService {
         .filter((c) => c.seeded && c.kind !== 'requests')
         .map((c) => [c.key, c.kind]),
     );
-    const changes = spent.map((c) => ({ key: c.key, amount: !c.key.startsWith('bg:') || budgetsNow.delete(c.key) ? used(c.kind) - c.amount : -c.amount }));
+    const changes = spent.map((c) => {
+      const stays = !c.key.startsWith('bg:') || budgetsNow.has(c.key);
+      budgetsNow.delete(c.key);
+      return { key: c.key, amount: stays ? used(c.kind) - c.amount : -c.amount };
+    });
+    // Budget counters the call did not reserve on: it counts there only by what it used.
     for (const [key, kind] of budgetsNow) changes.push({ key, amount: used(kind) });
     await this.counters.adjust(changes);
   }
