@@ -42,6 +42,22 @@ describe('a single line break is whitespace, not a sentence end', () => {
   });
 });
 
+describe('negation does not reach across a line break', () => {
+  it('a negator ending the line before does not negate a threat on the next line', () => {
+    for (const text of ['lol no\nI will kill you', 'no\nkill yourself', 'lol no\r\nI will kill you', 'nope never\nI will kill you']) {
+      expect(categories(text).length, JSON.stringify(text)).toBeGreaterThan(0);
+    }
+    // As after sentence punctuation.
+    expect(categories('lol no\nI will kill you')).toEqual(categories('lol no. I will kill you'));
+  });
+
+  it('a negator on the same line still negates', () => {
+    for (const text of ['I would never kill you', 'I will not kill you', 'hello\nI would never kill you', 'I would never kill\nyou']) {
+      expect(categories(text), JSON.stringify(text)).toEqual([]);
+    }
+  });
+});
+
 describe('line breaks over the evaluate API', () => {
   let t: TestApp;
   beforeAll(async () => {

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createTestApp, type TestApp } from '../helpers/app.js';
-import { MAX_MATCH_PATHS, validateExtraCategories } from '../../src/areas/guardrails/moderation.js';
+import { MAX_MATCH_PATHS, matchPaths, validateExtraCategories } from '../../src/areas/guardrails/moderation.js';
 import { createGuardrail, GUARDRAILS } from './support.js';
 
 /** Patterns a fuzzer found accepted that take seconds to minutes on a 128-character segment of "a"s. */
@@ -13,6 +13,22 @@ const SLOW_PATTERNS: [string, string][] = [
   ['a chain of two-way alternatives', '(?:a|a)'.repeat(20) + '!'],
   ['a chain of optional alternatives', '(?:a|a)?'.repeat(20) + '!'],
   ['a repeated group around an alternation', '(?:(?:a|a)a)*!'],
+];
+
+/** Patterns that are cheap and must be accepted: a few choices, alternatives, word lists, or one long repeat. */
+const ACCEPTED = [
+  'project\\s+(?:falcon|eagle)',
+  '[a-z]{2,20}\\s[a-z]{2,20}',
+  '\\d{1,3}\\.\\d{1,3}\\.\\d{1,3}\\.\\d{1,3}',
+  'acme\\s*corp(?:oration)?',
+  '\\p{L}{2,5}x',
+  '\\u{41}{2,5}',
+  '\\bTCK-\\d{4}\\b',
+  // Word lists: only one word of a list (or a word and the words it begins) can match at one place.
+  'kill(?:s|ed|ing|er)?\\W+(?:you|him|her|them)',
+  '\\b(?:kill|murder|maim|stab|shoot|strangle|poison|behead|torture)\\w*\\b',
+  '\\b(?:kill|murder|stab|shoot|strangle|poison|behead|torture|execute)\\w*\\b',
+  '(?:acme|acme\\.com|acme\\.co\\.uk)\\W{1,3}(?:password|passwd|pwd)\\s*[:=]',
 ];
 
 function accepts(pattern: string): boolean {
@@ -29,9 +45,57 @@ describe('extra-category pattern safety', () => {
     expect(() => validateExtraCategories([{ name: 'x', terms: [], patterns: [pattern] }])).toThrow(/too many ways to match/);
   });
 
-  it('accepts patterns with a few choices, alternatives or one long repeat', () => {
-    for (const pattern of ['project\\s+(?:falcon|eagle)', '[a-z]{2,20}\\s[a-z]{2,20}', '\\d{1,3}\\.\\d{1,3}\\.\\d{1,3}\\.\\d{1,3}', 'acme\\s*corp(?:oration)?', '\\p{L}{2,5}x', '\\u{41}{2,5}']) {
-      expect(accepts(pattern), pattern).toBe(true);
+  it('accepts patterns with a few choices, alternatives, word lists or one long repeat', () => {
+    for (const pattern of ACCEPTED) expect(accepts(pattern), pattern).toBe(true);
+  });
+
+  it('reads a quantifier bound written with leading zeros as the engine does', () => {
+    // The engine reads {1,0000000000000000000009} as {1,9}: (a+){1,9}$ backtracks exponentially.
+    for (const pattern of ['(a+){1,0000000000000000000009}$', '(a+){0009}', '(a+){1,00000000000000000000000000020}', `(a+){1,${'0'.repeat(150)}2}`]) {
+      expect(() => validateExtraCategories([{ name: 'x', terms: [], patterns: [pattern] }]), pattern).toThrow(/nested quantifiers/);
+    }
+    expect(() => validateExtraCategories([{ name: 'x', terms: [], patterns: [`a{0,${'0'.repeat(24)}21}b+`] }])).toThrow(/at most 1 long repeat/);
+    expect(() => validateExtraCategories([{ name: 'x', terms: [], patterns: [`\\w{0,${'0'.repeat(20)}20}`.repeat(5) + '!'] }])).toThrow(/too many ways to match/);
+    expect(matchPaths(`a{0,${'0'.repeat(30)}9}`)).toBe(10);
+  });
+
+  it('counts an alternation of plain literals by its longest chain of prefixes, compared case-insensitively', () => {
+    expect(matchPaths('(?:you|him|her|them)')).toBe(1);
+    expect(matchPaths('(?:kill|killer|killers|murder)')).toBe(3);
+    expect(matchPaths('kill|killer')).toBe(2);
+    // Two equal literals, or equal after case folding: one is a prefix of the other.
+    expect(matchPaths('(?:a|a)')).toBe(2);
+    expect(matchPaths('(?:A|a)')).toBe(2);
+    expect(matchPaths('(?:\u017f|s)')).toBe(2); // the long s folds to s under the "i" flag
+    expect(matchPaths('(?:|a)')).toBe(2);
+    expect(matchPaths('(?<word>a|a)')).toBe(2);
+    // An escaped syntax character is a literal character; "." is not.
+    expect(matchPaths('(?:a\\.|a\\.b|a\\.c)')).toBe(2);
+    expect(matchPaths('(?:ab|a\\.b)')).toBe(1);
+    expect(matchPaths('(?:ab|a.b)')).toBe(2);
+    // A class, an escape class, an anchor, a quantifier or a group in any alternative: every alternative counts.
+    for (const pattern of ['(?:ab|[c])', '(?:ab|\\w)', '(?:ab|\\bc)', '(?:ab|c$)', '(?:ab|^c)', '(?:ab|c{1})', '(?:ab|(?:c))', '(?:ab|\\x41)']) {
+      expect(matchPaths(pattern), pattern).toBe(2);
+    }
+    expect(matchPaths('(?:ab|c?)')).toBe(3);
+    expect(matchPaths('(?:a|b)?')).toBe(2);
+    expect(matchPaths('(?:a|aa)?')).toBe(3);
+  });
+
+  it('runs every accepted example on adversarial 128-character segments, each within the bound', () => {
+    const examples = [...ACCEPTED, ...SLOW_PATTERNS.map(([, pattern]) => pattern).filter(accepts)];
+    const segments = ['a', ' ', '1', '1.', 'kill ', 'kill', 'acme.', 'TCK-1', 'x'].flatMap((unit) => {
+      const run = unit.repeat(Math.ceil(128 / unit.length)).slice(0, 128);
+      return [run, run.slice(0, 127) + '\u0000'];
+    });
+    segments.push('kill' + ' '.repeat(124), 'acme' + ' '.repeat(120) + 'pwd:', 'project' + ' '.repeat(121));
+    for (const pattern of examples) {
+      expect(matchPaths(pattern), pattern).toBeLessThanOrEqual(MAX_MATCH_PATHS);
+      const regex = new RegExp(pattern, 'iu');
+      for (const segment of segments) {
+        expect(segment.length).toBe(128);
+        regex.exec(segment); // finishes: at most MAX_MATCH_PATHS paths from each of 128 positions
+      }
     }
   });
 });
@@ -47,15 +111,44 @@ type Node =
 
 const SEGMENT = 128;
 
-/** Paths from one position: a sequence multiplies, alternatives add, a repeat sums over its repeat counts. */
+/** Atoms that match one fixed character, and the character, case-folded ("\\." is a literal dot). */
+const LITERAL_ATOMS: Readonly<Record<string, string>> = { a: 'a', A: 'a', b: 'b', '!': '!', '\\.': '.' };
+
+/** The text an alternative matches if it is a plain literal (a sequence of fixed characters), else null. */
+function literalText(node: Node): string | null {
+  if (node.kind !== 'seq') return null;
+  let text = '';
+  for (const item of node.items) {
+    if (item.kind !== 'atom' || LITERAL_ATOMS[item.source] === undefined) return null;
+    text += LITERAL_ATOMS[item.source];
+  }
+  return text;
+}
+
+/** The longest chain of texts each a prefix of the next (equal texts too: one is a prefix of the other). */
+function longestPrefixChain(texts: string[]): number {
+  const sorted = [...texts].sort((x, y) => x.length - y.length);
+  const chain = sorted.map(() => 1);
+  for (let j = 0; j < sorted.length; j++) for (let k = 0; k < j; k++) if (sorted[j]!.startsWith(sorted[k]!)) chain[j] = Math.max(chain[j]!, chain[k]! + 1);
+  return Math.max(...chain);
+}
+
+/**
+ * Paths from one position: a sequence multiplies, alternatives add, a repeat sums over its repeat counts. Alternatives
+ * that are all plain literals can only match at one place through literals each a prefix of the next: they count by
+ * the longest such chain.
+ */
 function paths(node: Node): number {
   switch (node.kind) {
     case 'atom':
       return 1;
     case 'seq':
       return node.items.reduce((product, item) => product * paths(item), 1);
-    case 'alt':
+    case 'alt': {
+      const texts = node.options.map(literalText);
+      if (texts.every((text) => text !== null)) return longestPrefixChain(texts as string[]);
       return node.options.reduce((sum, option) => sum + paths(option), 0);
+    }
     case 'repeat': {
       const body = paths(node.body);
       let sum = 0;
@@ -78,7 +171,7 @@ function source(node: Node): string {
   }
 }
 
-const atom = fc.constantFrom('a', 'b', '!', '[ab]', '\\w', '\\d', '.', '\\s').map((s): Node => ({ kind: 'atom', source: s }));
+const atom = fc.constantFrom('a', 'A', 'b', '!', '\\.', '[ab]', '\\w', '\\d', '.', '\\s').map((s): Node => ({ kind: 'atom', source: s }));
 const quantifier = fc.oneof(
   fc.constantFrom({ min: 0, max: 1, source: '?' }, { min: 0, max: Infinity, source: '*' }, { min: 1, max: Infinity, source: '+' }),
   fc.tuple(fc.nat({ max: 30 }), fc.nat({ max: 30 })).map(([a, b]) => ({ min: Math.min(a, b), max: Math.max(a, b), source: `{${Math.min(a, b)},${Math.max(a, b)}}` })),

@@ -13,7 +13,7 @@
  *   `..3`, word sets `@PERSON`, sentence start `^`) are indexed by their first word, so a text is scanned once and
  *   only patterns whose first word occurs are tried: time is linear in the text, with no regular expression over it.
  * - Each pattern carries a weight per category. A category's score is 1 - prod(1 - w) over the distinct patterns
- *   that matched (overlapping matches count once, with the best weight), after: negation ("I would never hurt you": x0.15), benign idioms that cancel a match ("kill the
+ *   that matched (overlapping matches count once, with the best weight), after: negation on the same line ("I would never hurt you": x0.15), benign idioms that cancel a match ("kill the
  *   process", "shoot me an email", "bath bomb", "cum laude"), and context cues near the match that damp it per
  *   category (history, news, education, fiction, games, jokes, medical, support and prevention, technical, security
  *   defence, addiction recovery, accidents, photography). A sub-category lifts its parent (`self-harm/intent`
@@ -1227,6 +1227,10 @@ interface Scored {
 function isNegated(ts: TokenStream, start: number, end: number): boolean {
   for (let i = start; i < end; i++) if (NEGATORS.has(ts.tok[i]!)) return true;
   for (let i = start - 1; i >= Math.max(0, start - 3); i--) {
+    // A negator on an earlier line does not reach this one ("lol no\nI will kill you" is a threat). A wrapped
+    // "please dont\nkill yourself" is flagged for it: a line break cannot tell a wrap from a reply, and missing a
+    // threat costs more than flagging a kind sentence. A negator inside the match still counts across lines.
+    if (ts.lineStarts.has(i + 1)) break;
     const t = ts.tok[i]!;
     if (t === BREAK) break;
     if (NEGATORS.has(t)) return true;
@@ -1346,7 +1350,7 @@ const SEGMENT_LENGTH = 128;
  * most that many from each of a segment's 128 start positions, each no longer than the 200-character pattern, so the
  * work per segment is bounded by a constant and a text costs time linear in its length (adversarial segments take
  * about 2 ms at this bound). 1024 leaves room for one long repeat with an 8-way choice ("\s+(?:a|b)") or two repeats
- * of about 30 each.
+ * of about 30 each; a list of words ("\W+(?:you|him|her|them)") is one choice, as only one of them can match.
  */
 export const MAX_MATCH_PATHS = 1024;
 const EXTRA_HIT_WEIGHT = 0.9;
@@ -1360,7 +1364,8 @@ interface CompiledExtra {
 /**
  * A group of a pattern being scanned: flags for the nesting rules, and its paths, the ways it can match from one
  * position: the sum over its alternatives of the product over their atoms (an upper bound on what backtracking
- * tries; a lookahead counts like a group, though the engine never backtracks into it).
+ * tries; a lookahead counts like a group, though the engine never backtracks into it). Alternatives that are all
+ * plain literals ("kill|murder|stab") count less: see literalChain.
  */
 interface Group {
   quantified: boolean;
@@ -1371,26 +1376,69 @@ interface Group {
   branchPaths: number;
   /** Paths of the current alternative's last atom. */
   atomPaths: number;
+  /** The alternatives already ended, as pattern source, each null unless a plain literal. */
+  literals: (string | null)[];
+  /** The current alternative's source while it is a plain literal, else null. */
+  literal: string | null;
 }
 
 function newGroup(): Group {
-  return { quantified: false, alternation: false, closedPaths: 0, branchPaths: 1, atomPaths: 1 };
+  return { quantified: false, alternation: false, closedPaths: 0, branchPaths: 1, atomPaths: 1, literals: [], literal: '' };
 }
 
-function addAtom(group: Group, paths: number): void {
+/** Adds an atom of `paths` paths; `literal` is its source when it is one fixed character, else null. */
+function addAtom(group: Group, paths: number, literal: string | null): void {
   group.branchPaths *= group.atomPaths;
   group.atomPaths = paths;
+  group.literal = group.literal !== null && literal !== null ? group.literal + literal : null;
 }
 
-function groupPaths(group: Group): number {
+function sumPaths(group: Group): number {
   return group.closedPaths + group.branchPaths * group.atomPaths;
 }
 
 function endAlternative(group: Group): void {
-  group.closedPaths = groupPaths(group);
+  group.closedPaths = sumPaths(group);
+  group.literals.push(group.literal);
   group.branchPaths = 1;
   group.atomPaths = 1;
+  group.literal = '';
   group.alternation = true;
+}
+
+/**
+ * Paths of a closed group. An alternation of plain literals can match at one position only through the literals
+ * that are a prefix of the text there, and of two literals that both match, one is a prefix of the other (they
+ * cannot differ before either ends): so its paths are at most the longest chain of alternatives each a prefix of the
+ * next (1 for "kill|murder|stab", 2 for "a|a" or "kill|killer"). Any other alternation counts every alternative.
+ */
+function groupPaths(group: Group, flags: string): number {
+  if (!group.alternation || group.literal === null || group.literals.includes(null)) return sumPaths(group);
+  return literalChain([...(group.literals as string[]), group.literal], flags);
+}
+
+/** A plain literal's source as the text it matches ("a\.b" -> "a.b"). */
+function unescapeLiteral(source: string): string {
+  return source.replace(/\\(.)/gsu, '$1');
+}
+
+/**
+ * The longest chain of `literals` (pattern sources of plain literals) where each matches the start of the next,
+ * compared as the pattern's `flags` match (case-folded under "i"), by the regular expression engine itself.
+ */
+function literalChain(literals: readonly string[], flags: string): number {
+  const texts = literals.map(unescapeLiteral);
+  const order = literals.map((_, k) => k).sort((a, b) => [...texts[a]!].length - [...texts[b]!].length || a - b);
+  const chain = new Array<number>(literals.length).fill(1);
+  for (let x = 0; x < order.length; x++) {
+    const shorter = order[x]!;
+    const prefix = new RegExp(`^(?:${literals[shorter]})`, flags.replace(/[gy]/g, ''));
+    for (let y = x + 1; y < order.length; y++) {
+      const longer = order[y]!;
+      if (chain[longer]! <= chain[shorter]! && prefix.test(texts[longer]!)) chain[longer] = chain[shorter]! + 1;
+    }
+  }
+  return Math.max(...chain);
 }
 
 /** Paths of an atom of `paths` paths repeated min..max times: every repeat count, each repeat taking any path. */
@@ -1402,6 +1450,9 @@ function repeatPaths(paths: number, min: number, max: number): number {
   return Math.max(1, sum);
 }
 
+/** Escaped syntax characters: a backslash before them makes a plain literal character ("\.", "\("). */
+const ESCAPED_LITERAL = /^\\[\^$\\.*+?()[\]{}|/]$/;
+
 /** Characters of the escape at `i`: "\p{...}", "\P{...}" and "\u{...}" carry braces that are no quantifier. */
 function escapeLength(source: string, i: number): number {
   if ('pPu'.includes(source[i + 1] ?? '') && source[i + 2] === '{') {
@@ -1411,6 +1462,8 @@ function escapeLength(source: string, i: number): number {
   return 2;
 }
 
+const BOUND = /\{(\d+)(,(\d*))?\}/y;
+
 /** The quantifier at `i` ("*", "+", "?", "{n}", "{n,}", "{n,m}", each maybe lazy), or null. */
 function quantifierAt(source: string, i: number): { min: number; max: number; length: number } | null {
   const ch = source[i];
@@ -1419,7 +1472,9 @@ function quantifierAt(source: string, i: number): { min: number; max: number; le
   else if (ch === '+') quantifier = { min: 1, max: Infinity, length: 1 };
   else if (ch === '?') quantifier = { min: 0, max: 1, length: 1 };
   else if (ch === '{') {
-    const m = /^\{(\d+)(,(\d*))?\}/.exec(source.slice(i, i + 24));
+    // Read on the rest of the pattern, not a window: "{1,0000000000000000000009}" is "{1,9}".
+    BOUND.lastIndex = i;
+    const m = BOUND.exec(source);
     if (m) quantifier = { min: Number(m[1]), max: m[2] === undefined ? Number(m[1]) : m[3] === '' ? Infinity : Number(m[3]), length: m[0].length };
   }
   if (quantifier && source[i + quantifier.length] === '?') quantifier.length++;
@@ -1435,10 +1490,29 @@ function formatPaths(paths: number): string {
  * backreferences, lookbehind, a repeated group that itself contains a quantifier ("(a+)+", "(\w*\s?)*") or an
  * alternation ("(a|ab)*"), more than one long repeat ("*", "+", "{n,}" or a maximum above 20), and more than
  * MAX_MATCH_PATHS paths: chains of bounded repeats ("\w{0,20}\w{0,20}\w{0,20}", "a?a?a?...") and alternatives
- * ("(?:a|a)(?:a|a)...") multiply the ways a match can be tried without nesting anything. What remains runs on
+ * ("(?:a|a)(?:a|a)...") multiply the ways a match can be tried without nesting anything (alternatives that are all
+ * plain literals count by how many of them can match at one place, see groupPaths). What remains runs on
  * segments of at most 128 characters; all extra categories together may have at most 50 patterns.
  */
 function validatePattern(source: string, where: string): RegExp {
+  const { compiled, paths } = analyzePattern(source, where);
+  if (paths > MAX_MATCH_PATHS) {
+    throw new Error(
+      `${where}: too many ways to match: its optional and repeated parts and alternatives can match from one position in ${formatPaths(paths)} ways (at most ${MAX_MATCH_PATHS}); use fewer of them or narrower repeats`,
+    );
+  }
+  return compiled;
+}
+
+/**
+ * The paths validatePattern counts for `source`: the ways a match from one position can go, which it refuses past
+ * MAX_MATCH_PATHS. Throws like validatePattern for what the other rules refuse.
+ */
+export function matchPaths(source: string): number {
+  return analyzePattern(source, 'pattern').paths;
+}
+
+function analyzePattern(source: string, where: string): { compiled: RegExp; paths: number } {
   if (typeof source !== 'string' || source.length === 0) throw new Error(`${where}: a pattern must be a non-empty string`);
   if (source.length > MAX_PATTERN_LENGTH) throw new Error(`${where}: pattern is longer than ${MAX_PATTERN_LENGTH} characters`);
   let compiled: RegExp;
@@ -1468,6 +1542,7 @@ function validatePattern(source: string, where: string): RegExp {
       }
       const group = current();
       group.quantified = true;
+      group.literal = null;
       group.atomPaths = repeatPaths(group.atomPaths, quantifier.min, quantifier.max);
       i += quantifier.length;
       lastClosed = null;
@@ -1475,39 +1550,37 @@ function validatePattern(source: string, where: string): RegExp {
     }
     lastClosed = null;
     if (ch === '\\') {
-      i += escapeLength(source, i);
-      addAtom(current(), 1);
+      const length = escapeLength(source, i);
+      const escape = source.slice(i, i + length);
+      i += length;
+      addAtom(current(), 1, ESCAPED_LITERAL.test(escape) ? escape : null);
     } else if (ch === '[') {
       i++;
       while (i < source.length && source[i] !== ']') i += source[i] === '\\' ? 2 : 1;
       i++;
-      addAtom(current(), 1);
+      addAtom(current(), 1, null);
     } else if (ch === '(') {
       stack.push(newGroup());
       i++;
-      if (source[i] === '?') i += source[i + 1] === '<' ? 3 : 2;
+      // "(?:", "(?=", "(?!", and "(?<name>" (lookbehind is refused above): none of it is matched text.
+      if (source[i] === '?') i = source[i + 1] === '<' ? source.indexOf('>', i) + 1 : i + 2;
     } else if (ch === ')') {
       const group = stack.length > 1 ? stack.pop()! : newGroup();
       lastClosed = group;
       i++;
       // A quantifier inside a group is inside every enclosing group too.
       if (group.quantified) current().quantified = true;
-      addAtom(current(), groupPaths(group));
+      addAtom(current(), groupPaths(group, compiled.flags), null);
     } else if (ch === '|') {
       endAlternative(current());
       i++;
     } else {
-      addAtom(current(), 1);
+      // "." and the anchors "^" and "$" are no fixed character.
+      addAtom(current(), 1, ch === '.' || ch === '^' || ch === '$' ? null : ch);
       i++;
     }
   }
-  const paths = groupPaths(stack[0]!);
-  if (paths > MAX_MATCH_PATHS) {
-    throw new Error(
-      `${where}: too many ways to match: its optional and repeated parts and alternatives can match from one position in ${formatPaths(paths)} ways (at most ${MAX_MATCH_PATHS}); use fewer of them or narrower repeats`,
-    );
-  }
-  return compiled;
+  return { compiled, paths: groupPaths(stack[0]!, compiled.flags) };
 }
 
 function compileExtra(extra: readonly ExtraCategory[]): CompiledExtra[] {
