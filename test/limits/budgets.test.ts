@@ -273,11 +273,15 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     expect((await chat(app, t.value, model, {})).statusCode).toBe(200);
   });
 
-  // Regression: a PATCH that restarts the budget counters (another period) started them from stored usage, which
-  // lacked the calls still running, and those calls were settled on the old counters: the project could spend the
-  // whole budget again.
-  it('calls running across a PATCH that restarts the budget counters are counted in the new ones when they end', async () => {
-    const project = await limitedProject(d, { budget: { maxTokens: 300, period: 'day' } });
+  // Regressions: a PATCH that restarts the budget counters (another period) started them from stored usage, which
+  // lacked the calls still running, and those calls were settled on the old counters only; calls admitted while the
+  // project had no limits reserved nothing and were never counted at all. Either way the project could spend its
+  // budget again.
+  it.each([
+    ['a PATCH that restarts the budget counters (another period)', { budget: { maxTokens: 300, period: 'day' } }, 'month'],
+    ['a budget first set on a project without limits', {}, 'day'],
+  ] as const)('calls running across %s are counted in the new counters when they end', async (_case, limits, period) => {
+    const project = await limitedProject(d, limits);
     const projectModel = await fakeModel(d, fake(), {}, project.key);
     const t = await token(d, { projectId: project.key });
     fake().usage = { prompt: 10, completion: 90 };
@@ -285,34 +289,14 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     fake().queue({ delayMs: 400 }, { delayMs: 400 }, { delayMs: 400 });
     const running = [0, 1, 2].map(() => chat(app, t.value, projectModel, { max_tokens: 90 }));
     await vi.waitFor(() => expect(fake().requests.length).toBe(before + 3), { timeout: 5_000, interval: 10 });
-    const patched = await call(app, d.session, { method: 'PATCH', url: `/api/projects/${project.key}`, payload: { budget: { maxTokens: 300, period: 'month' } } });
+    const patched = await call(app, d.session, { method: 'PATCH', url: `/api/projects/${project.key}`, payload: { budget: { maxTokens: 300, period } } });
     expect(patched.statusCode).toBe(200);
     // A call admitted meanwhile starts the new counters from stored usage: the running calls' reservations are not
     // in it (the README says so), but their usage is added when they end.
     expect((await chat(app, t.value, projectModel, { max_tokens: 90 })).statusCode).toBe(200);
     for (const res of await Promise.all(running)) expect(res.statusCode).toBe(200);
-    const refused = await chat(app, t.value, projectModel, { max_tokens: 90 });
-    expectRefused(refused, 'budget_exceeded', RETRY_AFTER.month!);
+    expectRefused(await chat(app, t.value, projectModel, { max_tokens: 90 }), 'budget_exceeded', RETRY_AFTER[period]!);
     expect(fake().requests.length).toBe(before + 4);
-  });
-
-  // Regression (review): calls admitted while the project had no limits reserved nothing and were never counted in the
-  // budget set while they ran, for the whole period.
-  it('calls running when a budget is first set on a project are counted in it when they end', async () => {
-    const project = await limitedProject(d, {});
-    const projectModel = await fakeModel(d, fake(), {}, project.key);
-    const t = await token(d, { projectId: project.key });
-    fake().usage = { prompt: 10, completion: 90 };
-    const before = fake().requests.length;
-    fake().queue({ delayMs: 400 }, { delayMs: 400 }, { delayMs: 400 });
-    const running = [0, 1, 2].map(() => chat(app, t.value, projectModel, { max_tokens: 90 }));
-    await vi.waitFor(() => expect(fake().requests.length).toBe(before + 3), { timeout: 5_000, interval: 10 });
-    const patched = await call(app, d.session, { method: 'PATCH', url: `/api/projects/${project.key}`, payload: { budget: { maxTokens: 300, period: 'day' } } });
-    expect(patched.statusCode).toBe(200);
-    // Starts the counter while the three run (nothing of theirs stored yet).
-    expect((await chat(app, t.value, projectModel, { max_tokens: 90 })).statusCode).toBe(200);
-    for (const res of await Promise.all(running)) expect(res.statusCode).toBe(200);
-    expectRefused(await chat(app, t.value, projectModel, { max_tokens: 90 }), 'budget_exceeded', RETRY_AFTER.day!);
   });
 
   // Regression (found in review): a period changed and changed back brought the earlier period's counter back, which
