@@ -24,7 +24,23 @@ export interface AllowanceRequest {
   minimum: number;
 }
 
-export type ReserveOutcome = { ok: true; allowance: number } | { ok: false; index: number; reason: 'limit' | 'unseeded' };
+/**
+ * `generations`: each counter's generation, which changes when the counter is started again (seeded, or created
+ * anew after it was lost: a Redis restart, an eviction). A settlement names it, so that a reservation is taken back
+ * only from the counter that holds it.
+ */
+export type ReserveOutcome = { ok: true; allowance: number; generations: string[] } | { ok: false; index: number; reason: 'limit' | 'unseeded' };
+
+/**
+ * A change to one counter: `amount` when it is still of `generation` (or none is named), else `otherwise`: a counter
+ * started again since the reservation never held it, and gets only what the call used.
+ */
+export interface CounterChange {
+  key: string;
+  amount: number;
+  generation?: string;
+  otherwise?: number;
+}
 
 /**
  * Shared integer counters for rate limits and budgets: all-or-nothing reservation across several counters
@@ -34,14 +50,24 @@ export type ReserveOutcome = { ok: true; allowance: number } | { ok: false; inde
 export interface Counters {
   reserve(counters: CounterReservation[], allowance: AllowanceRequest): Promise<ReserveOutcome>;
   /** Adds (or, negative, gives back) amounts to counters that still exist; expired windows are left alone. */
-  adjust(changes: { key: string; amount: number }[]): Promise<void>;
+  adjust(changes: CounterChange[]): Promise<void>;
   /** Sets a counter's starting value unless another caller already did. */
   seed(key: string, value: number, ttlMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
+interface MemoryCounter {
+  value: number;
+  generation: string;
+}
+
 export class MemoryCounters implements Counters {
-  private readonly entries = new ExpiringMap<number>();
+  private readonly entries = new ExpiringMap<MemoryCounter>();
+  private created = 0;
+
+  private start(key: string, value: number, ttlMs: number, now: number): void {
+    this.entries.set(key, { value, generation: String(++this.created) }, ttlMs > 0 ? now + ttlMs : Infinity);
+  }
 
   // Synchronous from check to increment: nothing else runs in between on this event loop.
   async reserve(counters: CounterReservation[], request: AllowanceRequest): Promise<ReserveOutcome> {
@@ -50,31 +76,35 @@ export class MemoryCounters implements Counters {
     for (const [index, counter] of counters.entries()) {
       const entry = this.entries.get(counter.key, now);
       if (!entry && counter.seeded) return { ok: false, index, reason: 'unseeded' };
-      const headroom = counter.limit - (entry?.value ?? 0) - counter.base;
+      const headroom = counter.limit - (entry?.value.value ?? 0) - counter.base;
       if (headroom < 0) return { ok: false, index, reason: 'limit' };
       if (counter.perUnit > 0) allowance = Math.min(allowance, Math.floor(headroom / counter.perUnit));
       if (allowance < request.minimum) return { ok: false, index, reason: 'limit' };
     }
+    const generations: string[] = [];
     for (const counter of counters) {
       const amount = counter.base + counter.perUnit * allowance;
       const entry = this.entries.get(counter.key, now);
-      if (entry) entry.value += amount;
-      else this.entries.set(counter.key, amount, counter.ttlMs > 0 ? now + counter.ttlMs : Infinity);
+      if (entry) entry.value.value += amount;
+      else this.start(counter.key, amount, counter.ttlMs, now);
+      generations.push(this.entries.get(counter.key, now)!.value.generation);
     }
-    return { ok: true, allowance };
+    return { ok: true, allowance, generations };
   }
 
-  async adjust(changes: { key: string; amount: number }[]): Promise<void> {
+  async adjust(changes: CounterChange[]): Promise<void> {
     const now = Date.now();
     for (const change of changes) {
-      const entry = this.entries.get(change.key, now);
-      if (entry) entry.value += change.amount;
+      const counter = this.entries.get(change.key, now)?.value;
+      if (!counter) continue;
+      const same = change.generation === undefined || change.generation === counter.generation;
+      counter.value += same ? change.amount : (change.otherwise ?? 0);
     }
   }
 
   async seed(key: string, value: number, ttlMs: number): Promise<void> {
     const now = Date.now();
-    if (!this.entries.get(key, now)) this.entries.set(key, value, ttlMs > 0 ? now + ttlMs : Infinity);
+    if (!this.entries.get(key, now)) this.start(key, value, ttlMs, now);
   }
 
   async close(): Promise<void> {
@@ -82,9 +112,24 @@ export class MemoryCounters implements Counters {
   }
 }
 
+// A counter's generation lives beside it (KEY..':g', with the same expiry): the server's time when the counter was
+// started. A counter from before generations has none, read as ''.
+const GENERATION = `
+local function generation()
+  local t = redis.call('TIME')
+  return t[1] .. '.' .. t[2]
+end
+local function start(key, ttl)
+  if ttl > 0 then redis.call('SET', key .. ':g', generation(), 'PX', ttl) else redis.call('SET', key .. ':g', generation()) end
+end
+local function generationOf(key)
+  return redis.call('GET', key .. ':g') or ''
+end
+`;
+
 // KEYS: the counters. ARGV[1], ARGV[2]: desired and minimum allowance; then base, perUnit, limit, ttl, seeded for
-// each counter. Returns {1, allowance} or {0 | -1 (unseeded), index}. Mirrors MemoryCounters.reserve.
-const RESERVE_SCRIPT = `
+// each counter. Returns {1, allowance, generation...} or {0 | -1 (unseeded), index}. Mirrors MemoryCounters.reserve.
+const RESERVE_SCRIPT = `${GENERATION}
 local allowance = tonumber(ARGV[1])
 local minimum = tonumber(ARGV[2])
 for i = 1, #KEYS do
@@ -100,18 +145,35 @@ for i = 1, #KEYS do
   if perUnit > 0 then allowance = math.min(allowance, math.floor(headroom / perUnit)) end
   if allowance < minimum then return {0, i} end
 end
+local result = {1, allowance}
 for i = 1, #KEYS do
   local a = 2 + (i - 1) * 5
-  redis.call('INCRBY', KEYS[i], string.format('%d', tonumber(ARGV[a + 1]) + tonumber(ARGV[a + 2]) * allowance))
   local ttl = tonumber(ARGV[a + 4])
+  local fresh = redis.call('EXISTS', KEYS[i]) == 0
+  redis.call('INCRBY', KEYS[i], string.format('%d', tonumber(ARGV[a + 1]) + tonumber(ARGV[a + 2]) * allowance))
   if ttl > 0 and redis.call('PTTL', KEYS[i]) < 0 then redis.call('PEXPIRE', KEYS[i], ttl) end
+  if fresh then start(KEYS[i], ttl) end
+  result[#result + 1] = generationOf(KEYS[i])
 end
-return {1, allowance}`;
+return result`;
 
-// INCRBY keeps a key's expiry; counters that expired meanwhile are not brought back.
-const ADJUST_SCRIPT = `
+// ARGV[1], ARGV[2]: the value and the expiry (0: none). Sets the counter only when it is missing, as a new generation.
+const SEED_SCRIPT = `${GENERATION}
+local ttl = tonumber(ARGV[2])
+local set
+if ttl > 0 then set = redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl, 'NX') else set = redis.call('SET', KEYS[1], ARGV[1], 'NX') end
+if set then start(KEYS[1], ttl) end
+return 0`;
+
+// ARGV: amount, generation ('*': any) and the amount otherwise, for each counter. INCRBY keeps a key's expiry;
+// counters that expired meanwhile are not brought back.
+const ADJUST_SCRIPT = `${GENERATION}
 for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('INCRBY', KEYS[i], ARGV[i]) end
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    local a = (i - 1) * 3
+    local same = ARGV[a + 2] == '*' or ARGV[a + 2] == generationOf(KEYS[i])
+    redis.call('INCRBY', KEYS[i], same and ARGV[a + 1] or ARGV[a + 3])
+  end
 end
 return 0`;
 
@@ -127,24 +189,25 @@ export class RedisCounters implements Counters {
   }
 
   async reserve(counters: CounterReservation[], request: AllowanceRequest): Promise<ReserveOutcome> {
-    if (counters.length === 0) return { ok: true, allowance: request.desired };
+    if (counters.length === 0) return { ok: true, allowance: request.desired, generations: [] };
     const keys = counters.map((c) => this.prefix + c.key);
     const args = counters.flatMap((c) => [c.base, c.perUnit, c.limit, c.ttlMs, c.seeded ? 1 : 0]);
-    const [status, value] = (await this.call(() =>
+    const [status, value, ...generations] = (await this.call(() =>
       this.redis.eval(RESERVE_SCRIPT, keys.length, ...keys, ...[request.desired, request.minimum, ...args].map(String)),
-    )) as [number, number];
-    if (status === 1) return { ok: true, allowance: value };
+    )) as [number, number, ...string[]];
+    if (status === 1) return { ok: true, allowance: value, generations };
     return { ok: false, index: value - 1, reason: status === -1 ? 'unseeded' : 'limit' };
   }
 
-  async adjust(changes: { key: string; amount: number }[]): Promise<void> {
-    const live = changes.filter((c) => c.amount !== 0);
+  async adjust(changes: CounterChange[]): Promise<void> {
+    const live = changes.filter((c) => c.amount !== 0 || (c.otherwise ?? 0) !== 0);
     if (live.length === 0) return;
-    await this.call(() => this.redis.eval(ADJUST_SCRIPT, live.length, ...live.map((c) => this.prefix + c.key), ...live.map((c) => String(c.amount))));
+    const args = live.flatMap((c) => [String(c.amount), c.generation ?? '*', String(c.otherwise ?? 0)]);
+    await this.call(() => this.redis.eval(ADJUST_SCRIPT, live.length, ...live.map((c) => this.prefix + c.key), ...args));
   }
 
   async seed(key: string, value: number, ttlMs: number): Promise<void> {
-    await this.call(() => (ttlMs > 0 ? this.redis.set(this.prefix + key, String(value), 'PX', ttlMs, 'NX') : this.redis.set(this.prefix + key, String(value), 'NX')));
+    await this.call(() => this.redis.eval(SEED_SCRIPT, 1, this.prefix + key, String(value), String(ttlMs)));
   }
 
   async close(): Promise<void> {

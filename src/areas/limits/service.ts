@@ -1,5 +1,5 @@
 import { ERRORS, type AppError } from '../../http/errors.js';
-import type { CounterReservation, Counters } from '../../platform/counters.js';
+import type { CounterChange, CounterReservation, Counters } from '../../platform/counters.js';
 import { ExpiringMap } from '../../platform/expiring-map.js';
 import type { UsageService } from '../usage/service.js';
 import type { UsageScope } from '../usage/store.js';
@@ -83,7 +83,8 @@ export function unreserved(subjects: LimitSubject[]): Reservation {
 
 /** What admission reserved, to be settled with the real amounts. */
 export interface Reservation {
-  counters: { key: string; kind: CounterKind; amount: number; periodEnd: number | null }[];
+  /** `generation`: the counter's when reserved on; one started again since never held `amount`. */
+  counters: { key: string; kind: CounterKind; amount: number; periodEnd: number | null; generation: string }[];
   /** Whose limits it was reserved against: settlement finds their counters of its own moment from them. */
   subjects: LimitSubject[];
   /** Output tokens the call may use. */
@@ -110,6 +111,14 @@ const MAX_ALLOWANCE = 2 ** 50;
  */
 function counted(kind: CounterKind, actual: Amounts): number {
   return Math.min(Number.MAX_SAFE_INTEGER, kind === 'tokens' ? actual.tokens : Math.ceil(actual.cost * NANO));
+}
+
+/**
+ * A reserved counter's change: its reservation replaced by what the call used, or, when the counter was started
+ * again meanwhile (a Redis that lost it, say, and a new seed from stored usage), only what the call used.
+ */
+function settlement(counter: Reservation['counters'][number], used: number): CounterChange {
+  return { key: counter.key, amount: used - counter.amount, generation: counter.generation, otherwise: used };
 }
 
 function periodBounds(period: Budget['period'], now: number): { start: number; end: number | null } {
@@ -193,7 +202,13 @@ export class LimitService {
       const outcome = await this.counters.reserve(planned, { desired: Math.min(estimate.desiredOutput, MAX_ALLOWANCE), minimum: estimate.minimumOutput });
       if (outcome.ok) {
         return {
-          counters: planned.map(({ key, kind, base, perUnit, periodEnd }) => ({ key, kind, amount: base + perUnit * outcome.allowance, periodEnd })),
+          counters: planned.map(({ key, kind, base, perUnit, periodEnd }, i) => ({
+            key,
+            kind,
+            amount: base + perUnit * outcome.allowance,
+            periodEnd,
+            generation: outcome.generations[i]!,
+          })),
           subjects,
           allowance: outcome.allowance,
           // Only calls with output (chat) are capped; embeddings and moderation have no max_tokens to set.
@@ -221,7 +236,7 @@ export class LimitService {
     const spent = reservation.counters.filter((c) => c.kind !== 'requests');
     const moved = current !== reservation.subjects || spent.some((c) => c.periodEnd !== null && now >= c.periodEnd);
     if (!moved) {
-      if (spent.length > 0) await this.counters.adjust(spent.map((c) => ({ key: c.key, amount: used(c.kind) - c.amount })));
+      if (spent.length > 0) await this.counters.adjust(spent.map((c) => settlement(c, used(c.kind))));
       return;
     }
     // Rate-limit windows stay the minute the call was admitted in; only budget counters follow the call.
@@ -230,10 +245,10 @@ export class LimitService {
         .filter((c) => c.seeded && c.kind !== 'requests')
         .map((c) => [c.key, c.kind]),
     );
-    const changes = spent.map((c) => {
+    const changes: CounterChange[] = spent.map((c) => {
       const stays = !c.key.startsWith('bg:') || budgetsNow.has(c.key);
       budgetsNow.delete(c.key);
-      return { key: c.key, amount: stays ? used(c.kind) - c.amount : -c.amount };
+      return stays ? settlement(c, used(c.kind)) : { key: c.key, amount: -c.amount, generation: c.generation };
     });
     // Budget counters the call did not reserve on: it counts there only by what it used.
     for (const [key, kind] of budgetsNow) changes.push({ key, amount: used(kind) });
