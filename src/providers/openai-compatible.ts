@@ -139,6 +139,15 @@ async function* streamedChunks(body: AsyncIterable<Buffer>, complete: () => void
 /** Largest non-streamed answer replayed as a stream (what a JSON answer may hold). */
 const MAX_COMPLETION_BYTES = 10 * 1024 * 1024;
 
+/** Message fields a stream delta carries under the same name: a replay without them would lose part of the answer. */
+const DELTA_FIELDS = ['refusal', 'function_call', 'reasoning_content', 'reasoning', 'audio'] as const;
+
+function carried(message: JsonObject): JsonObject {
+  const fields: JsonObject = {};
+  for (const field of DELTA_FIELDS) if (message[field] != null) fields[field] = message[field];
+  return fields;
+}
+
 /** A whole chat.completion, answered to a stream request, as the chunks a stream would have sent. */
 async function* completionChunks(body: AsyncIterable<Buffer>): AsyncGenerator<ChatChunk> {
   const parts: Buffer[] = [];
@@ -158,7 +167,7 @@ async function* completionChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Ch
     const index = typeof choice.index === 'number' ? choice.index : position;
     const message = (choice.message ?? {}) as JsonObject;
     const toolCalls = Array.isArray(message.tool_calls) ? (message.tool_calls as JsonObject[]).map((call, i) => ({ index: i, ...call })) : undefined;
-    const delta = { role: 'assistant', content: message.content ?? '', ...(toolCalls ? { tool_calls: toolCalls } : {}) };
+    const delta = { role: 'assistant', content: message.content ?? '', ...carried(message), ...(toolCalls ? { tool_calls: toolCalls } : {}) };
     yield { data: { ...head, choices: [{ index, delta, finish_reason: null }] } };
     yield { data: { ...head, choices: [{ index, delta: {}, finish_reason: choice.finish_reason ?? 'stop' }] } };
   }

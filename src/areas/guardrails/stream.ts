@@ -1,5 +1,6 @@
 import { ERRORS } from '../../http/errors.js';
 import type { ChatChunk, JsonObject } from '../../providers/types.js';
+import { canonicalArguments } from '../inference/texts.js';
 import type { Enforced } from './evaluator.js';
 
 /**
@@ -18,14 +19,21 @@ const STREAM_CHECK_EVERY_CHARS = 256;
  */
 export type StreamGuardMode = 'window' | 'whole' | 'observe';
 
-/** Checks the texts (content, refusals, reasoning and function and tool arguments of every choice); throws to stop the stream. */
+/**
+ * Checks the texts (content, refusals, reasoning, function and tool arguments and audio transcripts of every choice);
+ * throws to stop the stream.
+ */
 export type StreamCheck = (texts: string[], final: boolean) => Promise<Enforced>;
 
 type FunctionCall = { name?: unknown; arguments?: unknown };
+type Audio = { transcript?: unknown; [key: string]: unknown };
 type Delta = {
   content?: unknown;
   refusal?: unknown;
   reasoning_content?: unknown;
+  /** vLLM's, OpenRouter's and Ollama's name for reasoning_content. */
+  reasoning?: unknown;
+  audio?: Audio | null;
   /** The legacy single function call (before tool_calls), still streamed by some upstreams. */
   function_call?: FunctionCall | null;
   tool_calls?: { index?: unknown; id?: unknown; type?: unknown; function?: FunctionCall }[];
@@ -40,15 +48,38 @@ interface Channel {
   sentText: string;
 }
 
+/** Delta fields of text held to the end, sent back under the name the upstream used. */
+const HELD_FIELDS = ['refusal', 'reasoning_content', 'reasoning'] as const;
+type HeldField = (typeof HELD_FIELDS)[number];
+
 interface ChoiceState {
   content: Channel;
-  refusal: Channel;
-  reasoning: Channel;
+  held: Record<HeldField, Channel>;
   functionCall?: Channel & { name?: unknown };
   tools: Map<number, Channel & { id?: unknown; type?: unknown; name?: unknown }>;
+  /** Audio deltas without their transcript pieces, held with the transcript: the transcript goes in the last one. */
+  audio?: Channel & { parts: Record<string, unknown>[] };
 }
 
 const channel = (): Channel => ({ text: '', sent: 0, sentText: '' });
+const newState = (): ChoiceState => ({ content: channel(), held: { refusal: channel(), reasoning_content: channel(), reasoning: channel() }, tools: new Map() });
+
+/** A piece of streamed arguments: a string as it comes, another value (an upstream's object) as JSON. */
+function argumentsPiece(value: unknown): string {
+  if (typeof value === 'string') return value;
+  return value === undefined || value === null ? '' : JSON.stringify(value);
+}
+
+/** Whole arguments read as the client will read them (see canonicalArguments). */
+function canonicalise(state: ChoiceState): void {
+  for (const held of [state.functionCall, ...state.tools.values()]) if (held) held.text = canonicalArguments(held.text);
+}
+
+/** The audio deltas to send at the end, the last one carrying the checked transcript. */
+function audioDeltas(audio: NonNullable<ChoiceState['audio']>, transcript: string | undefined): Record<string, unknown>[] {
+  const parts = audio.parts.length > 0 ? audio.parts : [{}];
+  return parts.map((part, i) => (i === parts.length - 1 && transcript ? { ...part, transcript } : part));
+}
 
 function choicesOf(chunk: ChatChunk): Choice[] {
   const choices = chunk.data.choices as Choice[] | undefined;
@@ -63,9 +94,9 @@ function chunkOf(template: JsonObject, index: number, delta: Record<string, unkn
 
 /**
  * Passes a chat stream through output guardrails. Content is held back and released as it is checked, redacted
- * where a guardrail redacts; refusals, reasoning and function and tool call arguments are held to the end and checked
- * with it;
- * roles go at once; finish reasons and usage come last. Logprobs are dropped (they repeat the text token by token).
+ * where a guardrail redacts; refusals, reasoning, function and tool call arguments (canonicalised) and audio (with its
+ * transcript) are held to the end and checked with it; roles go at once; finish reasons and usage come last.
+ * Logprobs are dropped (they repeat the text token by token).
  */
 export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: StreamCheck, mode: StreamGuardMode): AsyncGenerator<ChatChunk> {
   const choices = new Map<number, ChoiceState>();
@@ -75,18 +106,20 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
 
   const stateOf = (index: number): ChoiceState => {
     let state = choices.get(index);
-    if (!state) choices.set(index, (state = { content: channel(), refusal: channel(), reasoning: channel(), tools: new Map() }));
+    if (!state) choices.set(index, (state = newState()));
     return state;
   };
-  /** Every text, in a fixed order: content, refusal, reasoning, function call, then tool arguments, choice by choice. */
+  /** Every text, in a fixed order: content, held fields, function call, tool arguments, then audio, choice by choice. */
   const channels = (): Channel[] => [...choices.keys()].sort((a, b) => a - b).flatMap((i) => {
     const s = choices.get(i)!;
     const functionCall = s.functionCall ? [s.functionCall] : [];
-    return [s.content, s.refusal, s.reasoning, ...functionCall, ...[...s.tools.keys()].sort((a, b) => a - b).map((k) => s.tools.get(k)!)];
+    const audio = s.audio ? [s.audio] : [];
+    return [s.content, ...HELD_FIELDS.map((f) => s.held[f]), ...functionCall, ...[...s.tools.keys()].sort((a, b) => a - b).map((k) => s.tools.get(k)!), ...audio];
   });
   const contentLength = () => [...choices.values()].reduce((n, s) => n + s.content.text.length, 0);
 
   const release = async function* (final: boolean): AsyncGenerator<ChatChunk> {
+    if (final) for (const state of choices.values()) canonicalise(state);
     const all = channels();
     const { texts, redactedBy } = await check(all.map((c) => c.text), final);
     checkedUpTo = contentLength();
@@ -108,11 +141,15 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
       }
       if (!final) continue;
       const delta: Record<string, unknown> = {};
-      if (state.refusal.text) delta.refusal = texts[all.indexOf(state.refusal)];
-      if (state.reasoning.text) delta.reasoning_content = texts[all.indexOf(state.reasoning)];
+      for (const field of HELD_FIELDS) if (state.held[field].text) delta[field] = texts[all.indexOf(state.held[field])];
       if (state.functionCall) delta.function_call = { name: state.functionCall.name, arguments: texts[all.indexOf(state.functionCall)] };
       if (state.tools.size > 0) {
         delta.tool_calls = [...state.tools].map(([k, tool]) => ({ index: k, id: tool.id, type: tool.type ?? 'function', function: { name: tool.name, arguments: texts[all.indexOf(tool)] } }));
+      }
+      if (state.audio) {
+        const audio = audioDeltas(state.audio, texts[all.indexOf(state.audio)]);
+        for (const part of audio.slice(0, -1)) yield chunkOf(template, index, { audio: part });
+        delta.audio = audio.at(-1);
       }
       if (Object.keys(delta).length > 0) yield chunkOf(template, index, delta);
     }
@@ -124,14 +161,20 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
     for (const choice of choicesOf(chunk)) {
       const index = typeof choice.index === 'number' ? choice.index : 0;
       const state = stateOf(index);
-      const { content, refusal, reasoning_content: reasoning, function_call: functionCall, tool_calls: tools, ...other } = choice.delta ?? {};
+      const { content, refusal, reasoning_content, reasoning, audio, function_call: functionCall, tool_calls: tools, ...other } = choice.delta ?? {};
       if (typeof content === 'string') state.content.text += content;
-      if (typeof refusal === 'string') state.refusal.text += refusal;
-      if (typeof reasoning === 'string') state.reasoning.text += reasoning;
+      const heldPieces: Record<HeldField, unknown> = { refusal, reasoning_content, reasoning };
+      for (const field of HELD_FIELDS) if (typeof heldPieces[field] === 'string') state.held[field].text += heldPieces[field];
+      if (typeof audio === 'object' && audio !== null) {
+        const { transcript, ...part } = audio;
+        const held = (state.audio ??= { ...channel(), parts: [] });
+        if (typeof transcript === 'string') held.text += transcript;
+        if (Object.keys(part).length > 0) held.parts.push(part);
+      }
       if (typeof functionCall === 'object' && functionCall !== null) {
         const held: Channel & { name?: unknown } = (state.functionCall ??= channel());
         held.name ??= functionCall.name;
-        if (typeof functionCall.arguments === 'string') held.text += functionCall.arguments;
+        held.text += argumentsPiece(functionCall.arguments);
       }
       for (const tool of Array.isArray(tools) ? tools.filter((t) => typeof t === 'object' && t !== null) : []) {
         const k = typeof tool.index === 'number' ? tool.index : 0;
@@ -139,7 +182,7 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
         held.id ??= tool.id;
         held.type ??= tool.type;
         held.name ??= tool.function?.name;
-        if (typeof tool.function?.arguments === 'string') held.text += tool.function.arguments;
+        held.text += argumentsPiece(tool.function?.arguments);
         state.tools.set(k, held);
       }
       const { logprobs: _logprobs, delta: _delta, ...kept } = choice;
@@ -162,7 +205,10 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
       yield* release(false);
     }
   }
-  if (mode === 'observe') await check(channels().map((c) => c.text), true);
+  if (mode === 'observe') {
+    for (const state of choices.values()) canonicalise(state);
+    await check(channels().map((c) => c.text), true);
+  }
   else yield* release(true);
   yield* closing;
 }

@@ -11,11 +11,20 @@ const MaxTokens = Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.N
  * another value into text (Anthropic's) would otherwise send a text no guardrail saw.
  */
 const ContentPart = Type.Object({ type: Type.String({ minLength: 1 }), text: Type.Optional(Type.String()), refusal: Type.Optional(Type.String()) }, open);
+/**
+ * Function arguments and a refusal must be strings too (OpenAI's rule): guardrails read strings, and a provider would
+ * otherwise forward, or serialise, a value none of them read.
+ */
+const FunctionCall = Type.Object({ arguments: Type.Optional(Type.String()) }, open);
+const ToolCall = Type.Object({ function: Type.Optional(FunctionCall) }, open);
 const Message = Type.Object(
   {
     role: StringEnum(['system', 'developer', 'user', 'assistant', 'tool', 'function']),
     // Parts first: a bad part is then named in the error ("content.0.text must be of type string").
     content: Type.Optional(Type.Union([Type.Array(ContentPart), Type.String(), Type.Null()])),
+    refusal: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    tool_calls: Type.Optional(Type.Union([Type.Array(ToolCall), Type.Null()])),
+    function_call: Type.Optional(Type.Union([FunctionCall, Type.Null()])),
   },
   open,
 );

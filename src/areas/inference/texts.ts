@@ -17,50 +17,94 @@ const TRUSTED_ROLES = new Set(['system', 'developer']);
 type Part = { type?: unknown; text?: unknown; refusal?: unknown };
 type FunctionCall = { arguments?: unknown } | null;
 type ToolCall = { function?: FunctionCall };
-type Message = { role?: unknown; content?: unknown; refusal?: unknown; reasoning_content?: unknown; tool_calls?: unknown; function_call?: FunctionCall };
+type Message = {
+  role?: unknown;
+  content?: unknown;
+  refusal?: unknown;
+  reasoning_content?: unknown;
+  /** vLLM's, OpenRouter's and Ollama's name for reasoning_content. */
+  reasoning?: unknown;
+  audio?: { transcript?: unknown } | null;
+  tool_calls?: unknown;
+  function_call?: FunctionCall;
+};
 
-/** The field holding a content part's text: `text` of a text part, `refusal` of a refusal part (an assistant's). */
-function textField(part: Part | null | undefined): 'text' | 'refusal' | undefined {
-  if (part?.type === 'text' && typeof part.text === 'string') return 'text';
-  if (part?.type === 'refusal' && typeof part.refusal === 'string') return 'refusal';
-  return undefined;
+/** Message fields read when they hold a string, in this order (content parts come before them). */
+const MESSAGE_FIELDS = ['refusal', 'reasoning_content', 'reasoning'] as const;
+/** Part fields read from a part of any type ("text", "input_text", "output_text", "refusal"...) that has them. */
+const PART_FIELDS = ['text', 'refusal'] as const;
+
+/**
+ * Function arguments as the upstream (Anthropic parses them) or the client will read them: JSON with `\u` escapes is
+ * decoded and re-serialised, so guardrails see "a-b" rather than "a\u002db". Other strings are left as they are.
+ */
+export function canonicalArguments(text: string): string {
+  if (!text.includes('\\u')) return text;
+  try {
+    return JSON.stringify(JSON.parse(text));
+  } catch {
+    return text;
+  }
+}
+
+/** The text of an arguments value: a string canonicalised, any other value (an upstream's object) as JSON. */
+function argumentsText(value: unknown): string | undefined {
+  if (typeof value === 'string') return canonicalArguments(value);
+  return value === undefined || value === null ? undefined : JSON.stringify(value);
+}
+
+/** Whether reading the arguments changed a string (so the canonical form must be written even if nothing is redacted). */
+function canonicalised(value: unknown): boolean {
+  return typeof value === 'string' && argumentsText(value) !== value;
+}
+
+function toolCallsOf(message: Message): ToolCall[] {
+  return Array.isArray(message.tool_calls) ? (message.tool_calls as ToolCall[]) : [];
 }
 
 /**
- * Every text of a chat message: string content or its text and refusal parts, a refusal, reasoning, tool call
- * arguments, and the arguments of a legacy function call. `read` collects them; `rewrite` puts replacements back in
- * the same order.
+ * Every text of a chat message: string content or its parts' text and refusals, a refusal, reasoning, an audio
+ * transcript, tool call arguments, and the arguments of a legacy function call. `read` collects them; `rewrite` puts
+ * replacements back in the same order (arguments always as strings).
  */
 const messageTexts = {
   read(message: Message | undefined, into: string[]): void {
     if (!message) return;
     if (typeof message.content === 'string') into.push(message.content);
     else if (Array.isArray(message.content)) {
-      for (const part of message.content as Part[]) {
-        const field = textField(part);
-        if (field) into.push(part[field] as string);
-      }
+      for (const part of message.content as (Part | null)[]) for (const field of PART_FIELDS) if (typeof part?.[field] === 'string') into.push(part[field]);
     }
-    if (typeof message.refusal === 'string') into.push(message.refusal);
-    if (typeof message.reasoning_content === 'string') into.push(message.reasoning_content);
-    if (Array.isArray(message.tool_calls)) for (const call of message.tool_calls as ToolCall[]) if (typeof call?.function?.arguments === 'string') into.push(call.function.arguments);
-    if (typeof message.function_call?.arguments === 'string') into.push(message.function_call.arguments);
+    for (const field of MESSAGE_FIELDS) if (typeof message[field] === 'string') into.push(message[field]);
+    if (typeof message.audio?.transcript === 'string') into.push(message.audio.transcript);
+    for (const call of toolCallsOf(message)) {
+      const text = argumentsText(call?.function?.arguments);
+      if (text !== undefined) into.push(text);
+    }
+    const text = argumentsText(message.function_call?.arguments);
+    if (text !== undefined) into.push(text);
+  },
+  /** Whether a rewrite is due even when no text changed: an arguments string was canonicalised. */
+  canonicalised(message: Message | undefined): boolean {
+    if (!message) return false;
+    return toolCallsOf(message).some((call) => canonicalised(call?.function?.arguments)) || canonicalised(message.function_call?.arguments);
   },
   rewrite(message: Message, next: () => string): Message {
     const out: Message = { ...message };
     if (typeof message.content === 'string') out.content = next();
     else if (Array.isArray(message.content)) {
-      out.content = (message.content as Part[]).map((part) => {
-        const field = textField(part);
-        return field ? { ...part, [field]: next() } : part;
+      out.content = (message.content as (Part | null)[]).map((part) => {
+        if (!part) return part;
+        const changed: Part = { ...part };
+        for (const field of PART_FIELDS) if (typeof part[field] === 'string') changed[field] = next();
+        return changed;
       });
     }
-    if (typeof message.refusal === 'string') out.refusal = next();
-    if (typeof message.reasoning_content === 'string') out.reasoning_content = next();
+    for (const field of MESSAGE_FIELDS) if (typeof message[field] === 'string') out[field] = next();
+    if (typeof message.audio?.transcript === 'string') out.audio = { ...message.audio, transcript: next() };
     if (Array.isArray(message.tool_calls)) {
-      out.tool_calls = (message.tool_calls as ToolCall[]).map((call) => (typeof call?.function?.arguments === 'string' ? { ...call, function: { ...call.function, arguments: next() } } : call));
+      out.tool_calls = toolCallsOf(message).map((call) => (argumentsText(call?.function?.arguments) !== undefined ? { ...call, function: { ...call.function, arguments: next() } } : call));
     }
-    if (typeof message.function_call?.arguments === 'string') out.function_call = { ...message.function_call, arguments: next() };
+    if (argumentsText(message.function_call?.arguments) !== undefined) out.function_call = { ...message.function_call, arguments: next() };
     return out;
   },
 };
@@ -84,10 +128,12 @@ export function chatInputTexts(body: JsonObject): TextSlots {
     const trusted = TRUSTED_ROLES.has(String(message?.role));
     for (const text of found) texts.push({ text, trusted });
   }
+  // Canonicalised arguments go upstream in the form the guardrails read, redacted or not.
+  const rewrite = messages.some((message) => messageTexts.canonicalised(message));
   return {
     texts,
     write(next) {
-      if (unchanged(texts, next)) return body;
+      if (unchanged(texts, next) && !rewrite) return body;
       const take = cursor(next);
       return { ...body, messages: messages.map((message) => (message ? messageTexts.rewrite(message, take) : message)) };
     },
@@ -119,10 +165,12 @@ export function chatOutputTexts(answer: JsonObject): TextSlots {
   for (const choice of choices) messageTexts.read(choice?.message, found);
   const texts = found.map((text) => ({ text, trusted: false }));
   const hasLogprobs = choices.some((choice) => choice?.logprobs != null);
+  // The client gets canonicalised arguments in the form the guardrails read.
+  const rewrite = hasLogprobs || choices.some((choice) => messageTexts.canonicalised(choice?.message));
   return {
     texts,
     write(next) {
-      if (unchanged(texts, next) && !hasLogprobs) return answer;
+      if (unchanged(texts, next) && !rewrite) return answer;
       const take = cursor(next);
       return {
         ...answer,

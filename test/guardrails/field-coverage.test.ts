@@ -1,0 +1,163 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTestApp, type TestApp } from '../helpers/app.js';
+import { startFakeAnthropic, startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
+import { post, registerFakeModel, sseJson, UPSTREAM_KEY } from '../helpers/inference.js';
+import { chatBody, registerModel } from '../helpers/models.js';
+import { guardrail } from './support.js';
+
+const SSN = '123-45-6789';
+/** The SSN with its dashes as JSON `\u002d` escapes: what a JSON parser (Anthropic's provider, a client) decodes to SSN. */
+const ESCAPED_ARGS = '{"ssn":"123\\u002d45\\u002d6789"}';
+const REDACTED_ARGS = '{"ssn":"[REDACTED:us_ssn]"}';
+
+const toolTurn = (fn: Record<string, unknown>) => [{ role: 'user', content: 'hi' }, { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', ...fn } }] }, { role: 'tool', tool_call_id: 'c1', content: 'ok' }];
+const answer = (message: Record<string, unknown>) => ({
+  id: 'c', object: 'chat.completion', created: 1, model: 'm',
+  choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', ...message } }],
+  usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+});
+type Delta = Record<string, unknown>;
+const deltasOf = (body: string): Delta[] => sseJson(body).flatMap((e) => (e.choices as { delta?: Delta }[] | undefined) ?? []).map((c) => c.delta ?? {});
+
+/** Guardrails read every text the upstream or the client gets, in the form it will read it. */
+describe('guardrail field coverage', () => {
+  let t: TestApp;
+  let fake: FakeUpstream;
+  let anthropic: FakeUpstream;
+  let blockIn: string, redactIn: string, blockOut: string, redactOut: string, claude: string;
+  const chat = (model: string, extra: Record<string, unknown>) => post(t, t.ownerToken, '/chat/completions', chatBody(model, extra));
+  const upstreamMessages = () => fake.requests[0]?.body.messages as Record<string, unknown>[];
+
+  beforeAll(async () => {
+    t = await createTestApp({ backend: 'sqlite', env: { WAYGATE_UPSTREAM_RETRIES: '0' } });
+    fake = await startFakeOpenAi();
+    anthropic = await startFakeAnthropic();
+    await guardrail(t, { key: 'cov-block', type: 'pii', target: 'both' });
+    await guardrail(t, { key: 'cov-redact', type: 'pii', action: 'redact', target: 'both' });
+    blockIn = await registerFakeModel(t, fake, { capabilities: ['chat'], guardrails: { input: ['cov-block'] } });
+    redactIn = await registerFakeModel(t, fake, { capabilities: ['chat'], guardrails: { input: ['cov-redact'] } });
+    blockOut = await registerFakeModel(t, fake, { capabilities: ['chat'], guardrails: { output: ['cov-block'] } });
+    redactOut = await registerFakeModel(t, fake, { capabilities: ['chat'], guardrails: { output: ['cov-redact'] } });
+    claude = await registerModel(t, { provider: { type: 'anthropic', baseUrl: anthropic.baseUrl, apiKey: UPSTREAM_KEY }, upstreamModel: 'claude-x', capabilities: ['chat'], guardrails: { input: ['cov-block'] } });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await fake?.close();
+    await anthropic?.close();
+  });
+  beforeEach(() => {
+    fake.requests.length = 0;
+    anthropic.requests.length = 0;
+  });
+
+  describe('input', () => {
+    it('escaped tool and function call arguments are read decoded: blocked before Anthropic or OpenAI', async () => {
+      const turns = [toolTurn({ arguments: ESCAPED_ARGS }), [{ role: 'user', content: 'hi' }, { role: 'assistant', content: null, function_call: { name: 'f', arguments: ESCAPED_ARGS } }, { role: 'function', name: 'f', content: 'ok' }]];
+      for (const model of [claude, blockIn]) {
+        for (const messages of turns) {
+          const res = await chat(model, { messages });
+          expect(res.statusCode, res.body).toBe(400);
+          expect(res.json().error).toMatchObject({ type: 'guardrail_block', findings: [{ category: 'us_ssn' }] });
+        }
+      }
+      expect(anthropic.requests).toHaveLength(0);
+      expect(fake.requests).toHaveLength(0);
+    });
+
+    it('escaped arguments go upstream canonical: redacted, or decoded when nothing is found', async () => {
+      expect((await chat(redactIn, { messages: toolTurn({ arguments: ESCAPED_ARGS }) })).statusCode).toBe(200);
+      expect((upstreamMessages()[1]!.tool_calls as { function: { arguments: string } }[])[0]!.function.arguments).toBe(REDACTED_ARGS);
+      fake.requests.length = 0;
+      expect((await chat(redactIn, { messages: toolTurn({ arguments: '{"city":"Z\\u00fcrich"}' }) })).statusCode).toBe(200);
+      expect((upstreamMessages()[1]!.tool_calls as { function: { arguments: string } }[])[0]!.function.arguments).toBe('{"city":"Zürich"}');
+    });
+
+    it('non-string arguments and refusals are refused with a 400 naming the field', async () => {
+      const cases: [unknown[], RegExp][] = [
+        [toolTurn({ arguments: { ssn: SSN } }), /messages\.1\.tool_calls\.0\.function\.arguments must be of type string/],
+        [[{ role: 'user', content: 'hi' }, { role: 'assistant', content: null, function_call: { name: 'f', arguments: { ssn: SSN } } }], /messages\.1\.function_call\.arguments must be of type string/],
+        [[{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'x', refusal: [SSN] }, { role: 'user', content: 'again' }], /messages\.1\.refusal must be of type string/],
+      ];
+      for (const [messages, message] of cases) {
+        const res = await chat(blockIn, { messages });
+        expect(res.statusCode, res.body).toBe(400);
+        expect(res.json().error.message).toMatch(message);
+      }
+      expect(fake.requests).toHaveLength(0);
+      // A null refusal, as OpenAI answers it and clients send it back, is fine.
+      expect((await chat(blockIn, { messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'x', refusal: null }, { role: 'user', content: 'again' }] })).statusCode).toBe(200);
+    });
+
+    it('text of a part of any type is read, and redacted in place', async () => {
+      const messages = [{ role: 'user', content: [{ type: 'input_text', text: `ssn ${SSN}` }] }];
+      expect((await chat(blockIn, { messages })).statusCode).toBe(400);
+      expect(fake.requests).toHaveLength(0);
+      expect((await chat(redactIn, { messages })).statusCode).toBe(200);
+      expect(upstreamMessages()[0]!.content).toEqual([{ type: 'input_text', text: 'ssn [REDACTED:us_ssn]' }]);
+    });
+  });
+
+  describe('output', () => {
+    const shapes: [string, Record<string, unknown>][] = [
+      ['reasoning', { content: 'ok', reasoning: `ssn ${SSN}` }],
+      ['an audio transcript', { content: null, audio: { id: 'a', data: 'AAAA', transcript: `ssn ${SSN}`, expires_at: 1 } }],
+      ['object tool arguments', { content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: { ssn: SSN } } }] }],
+      ['an output_text part', { content: [{ type: 'output_text', text: `ssn ${SSN}` }] }],
+      ['escaped tool arguments', { content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: ESCAPED_ARGS } }] }],
+    ];
+    it.each(shapes)('%s is blocked', async (_name, message) => {
+      fake.queue({ body: answer(message) });
+      const res = await chat(blockOut, {});
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json().error).toMatchObject({ type: 'guardrail_block', findings: [{ category: 'us_ssn' }] });
+    });
+
+    it('each is redacted in its own field; arguments reach the client as a string', async () => {
+      const redacted = [];
+      for (const [, message] of shapes) {
+        fake.queue({ body: answer(message) });
+        const res = await chat(redactOut, {});
+        expect(res.statusCode, res.body).toBe(200);
+        redacted.push(res.json().choices[0].message);
+      }
+      expect(redacted[0]).toMatchObject({ reasoning: 'ssn [REDACTED:us_ssn]' });
+      expect(redacted[1]).toMatchObject({ audio: { id: 'a', data: 'AAAA', transcript: 'ssn [REDACTED:us_ssn]' } });
+      expect(redacted[2].tool_calls[0].function.arguments).toBe(REDACTED_ARGS);
+      expect(redacted[3].content).toEqual([{ type: 'output_text', text: 'ssn [REDACTED:us_ssn]' }]);
+      expect(redacted[4].tool_calls[0].function.arguments).toBe(REDACTED_ARGS);
+    });
+
+    it('escaped arguments reach the client canonical even when nothing is found', async () => {
+      fake.queue({ body: answer({ content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{"city":"Z\\u00fcrich"}' } }] }) });
+      const res = await chat(redactOut, {});
+      expect(res.json().choices[0].message.tool_calls[0].function.arguments).toBe('{"city":"Zürich"}');
+    });
+  });
+
+  describe('streams', () => {
+    const streams: [string, Delta[]][] = [
+      ['reasoning', [{ reasoning: 'ssn 123-45-' }, { reasoning: '6789' }, { content: 'ok' }]],
+      ['an audio transcript', [{ audio: { id: 'a', data: 'AA', transcript: 'ssn 123-45-' } }, { audio: { data: 'BB', transcript: '6789' } }]],
+      ['escaped tool arguments', [{ tool_calls: [{ index: 0, id: 'c1', type: 'function', function: { name: 'f', arguments: '{"ssn":"123\\u002d45' } }] }, { tool_calls: [{ index: 0, function: { arguments: '\\u002d6789"}' } }] }]],
+    ];
+    it.each(streams)('%s is held to the end: a block sends none of it', async (_name, deltas) => {
+      fake.queue({ deltas });
+      const res = await chat(blockOut, { stream: true });
+      expect(res.body).not.toMatch(/6789|\\u002d/);
+      expect(sseJson(res.body).at(-1)).toMatchObject({ error: { type: 'guardrail_block', guardrail_key: 'cov-block' } });
+    });
+
+    it('each arrives whole and redacted, under the upstream\'s field names', async () => {
+      const sent: Delta[][] = [];
+      for (const [, deltas] of streams) {
+        fake.queue({ deltas });
+        const res = await chat(redactOut, { stream: true });
+        expect(res.body).not.toContain('6789');
+        sent.push(deltasOf(res.body));
+      }
+      expect(sent[0]!.filter((d) => 'reasoning' in d)).toEqual([{ reasoning: 'ssn [REDACTED:us_ssn]' }]);
+      expect(sent[1]!.filter((d) => 'audio' in d)).toEqual([{ audio: { id: 'a', data: 'AA' } }, { audio: { data: 'BB', transcript: 'ssn [REDACTED:us_ssn]' } }]);
+      expect(sent[2]!.filter((d) => 'tool_calls' in d)).toEqual([{ tool_calls: [{ index: 0, id: 'c1', type: 'function', function: { name: 'f', arguments: REDACTED_ARGS } }] }]);
+    });
+  });
+});
