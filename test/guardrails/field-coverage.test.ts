@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp } from '../helpers/app.js';
-import { startFakeAnthropic, startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
-import { post, registerFakeModel, sseJson, UPSTREAM_KEY } from '../helpers/inference.js';
-import { chatBody, registerModel } from '../helpers/models.js';
-import { guardrail } from './support.js';
+import type { TestApp } from '../helpers/app.js';
+import type { FakeUpstream } from '../helpers/fake-upstream.js';
+import { post, sseJson } from '../helpers/inference.js';
+import { chatBody } from '../helpers/models.js';
+import { startPiiModels, type PiiModels } from './support.js';
 
 const SSN = '123-45-6789';
 /** The SSN with its dashes as JSON `\u002d` escapes: what a JSON parser (Anthropic's provider, a client) decodes to SSN. */
@@ -28,23 +28,12 @@ describe('guardrail field coverage', () => {
   const chat = (model: string, extra: Record<string, unknown>) => post(t, t.ownerToken, '/chat/completions', chatBody(model, extra));
   const upstreamMessages = () => fake.requests[0]?.body.messages as Record<string, unknown>[];
 
+  let models: PiiModels;
   beforeAll(async () => {
-    t = await createTestApp({ backend: 'sqlite', env: { WAYGATE_UPSTREAM_RETRIES: '0' } });
-    fake = await startFakeOpenAi();
-    anthropic = await startFakeAnthropic();
-    await guardrail(t, { key: 'cov-block', type: 'pii', target: 'both' });
-    await guardrail(t, { key: 'cov-redact', type: 'pii', action: 'redact', target: 'both' });
-    blockIn = await registerFakeModel(t, fake, { capabilities: ['chat'], guardrails: { input: ['cov-block'] } });
-    redactIn = await registerFakeModel(t, fake, { capabilities: ['chat'], guardrails: { input: ['cov-redact'] } });
-    blockOut = await registerFakeModel(t, fake, { capabilities: ['chat'], guardrails: { output: ['cov-block'] } });
-    redactOut = await registerFakeModel(t, fake, { capabilities: ['chat'], guardrails: { output: ['cov-redact'] } });
-    claude = await registerModel(t, { provider: { type: 'anthropic', baseUrl: anthropic.baseUrl, apiKey: UPSTREAM_KEY }, upstreamModel: 'claude-x', capabilities: ['chat'], guardrails: { input: ['cov-block'] } });
+    models = await startPiiModels();
+    ({ t, fake, anthropic, blockIn, redactIn, blockOut, redactOut, claude } = models);
   });
-  afterAll(async () => {
-    await t?.close();
-    await fake?.close();
-    await anthropic?.close();
-  });
+  afterAll(async () => models?.close());
   beforeEach(() => {
     fake.requests.length = 0;
     anthropic.requests.length = 0;
@@ -144,7 +133,7 @@ describe('guardrail field coverage', () => {
       fake.queue({ deltas });
       const res = await chat(blockOut, { stream: true });
       expect(res.body).not.toMatch(/6789|\\u002d/);
-      expect(sseJson(res.body).at(-1)).toMatchObject({ error: { type: 'guardrail_block', guardrail_key: 'cov-block' } });
+      expect(sseJson(res.body).at(-1)).toMatchObject({ error: { type: 'guardrail_block', guardrail_key: 'pii-block' } });
     });
 
     it('each arrives whole and redacted, under the upstream\'s field names', async () => {

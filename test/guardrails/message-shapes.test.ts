@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp } from '../helpers/app.js';
-import { startFakeAnthropic, startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
-import { post, registerFakeModel, sseJson, streamedText, UPSTREAM_KEY } from '../helpers/inference.js';
-import { chatBody, registerModel } from '../helpers/models.js';
-import { guardrail } from './support.js';
+import type { TestApp } from '../helpers/app.js';
+import type { FakeUpstream } from '../helpers/fake-upstream.js';
+import { post, sseJson, streamedText } from '../helpers/inference.js';
+import { chatBody } from '../helpers/models.js';
+import { startPiiModels, type PiiModels } from './support.js';
 
 const EMAIL = 'jane.doe@example.com';
 const CARD = 4111111111111111;
@@ -37,24 +37,12 @@ describe('guardrails read every message shape the upstream receives', () => {
   const chat = (model: string, extra: Record<string, unknown>) => post(t, t.ownerToken, '/chat/completions', chatBody(model, extra));
   const upstreamMessages = () => fake.requests[0]?.body.messages as Record<string, unknown>[];
 
+  let models: PiiModels;
   beforeAll(async () => {
-    t = await createTestApp({ backend: 'sqlite', env: { WAYGATE_UPSTREAM_RETRIES: '0' } });
-    fake = await startFakeOpenAi();
-    anthropic = await startFakeAnthropic();
-    await guardrail(t, { key: 'pii-block', type: 'pii' });
-    await guardrail(t, { key: 'pii-redact', type: 'pii', action: 'redact', target: 'both' });
-    await guardrail(t, { key: 'pii-block-out', type: 'pii', target: 'output' });
-    blockIn = await registerFakeModel(t, fake, { guardrails: { input: ['pii-block'] }, capabilities: ['chat'] });
-    redactIn = await registerFakeModel(t, fake, { guardrails: { input: ['pii-redact'] }, capabilities: ['chat'] });
-    blockOut = await registerFakeModel(t, fake, { guardrails: { output: ['pii-block-out'] }, capabilities: ['chat'] });
-    redactOut = await registerFakeModel(t, fake, { guardrails: { output: ['pii-redact'] }, capabilities: ['chat'] });
-    claude = await registerModel(t, { provider: { type: 'anthropic', baseUrl: anthropic.baseUrl, apiKey: UPSTREAM_KEY }, upstreamModel: 'claude-x', capabilities: ['chat'], guardrails: { input: ['pii-block'] } });
+    models = await startPiiModels();
+    ({ t, fake, anthropic, blockIn, redactIn, blockOut, redactOut, claude } = models);
   });
-  afterAll(async () => {
-    await t?.close();
-    await fake?.close();
-    await anthropic?.close();
-  });
+  afterAll(async () => models?.close());
   beforeEach(() => {
     fake.requests.length = 0;
     anthropic.requests.length = 0;
@@ -97,7 +85,7 @@ describe('guardrails read every message shape the upstream receives', () => {
       fake.queue({ body: functionCallAnswer(`{"to":"${EMAIL}"}`) });
       const blocked = await chat(blockOut, {});
       expect(blocked.statusCode, blocked.body).toBe(400);
-      expect(blocked.json().error).toMatchObject({ type: 'guardrail_block', guardrail_key: 'pii-block-out' });
+      expect(blocked.json().error).toMatchObject({ type: 'guardrail_block', guardrail_key: 'pii-block' });
       expect(blocked.body).not.toContain(EMAIL);
 
       fake.queue({ body: functionCallAnswer(`{"to":"${EMAIL}"}`) });
@@ -110,7 +98,7 @@ describe('guardrails read every message shape the upstream receives', () => {
       fake.queue({ deltas: functionCallDeltas });
       const res = await chat(blockOut, { stream: true });
       expect(res.body).not.toContain('jane.doe');
-      expect(sseJson(res.body).at(-1)).toMatchObject({ error: { type: 'guardrail_block', guardrail_key: 'pii-block-out' } });
+      expect(sseJson(res.body).at(-1)).toMatchObject({ error: { type: 'guardrail_block', guardrail_key: 'pii-block' } });
     });
 
     it('a streamed legacy function call arrives whole and redacted, after the content', async () => {

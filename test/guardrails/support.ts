@@ -1,6 +1,9 @@
 import type { LightMyRequestResponse } from 'fastify';
 import { expect } from 'vitest';
-import { call, type TestApp } from '../helpers/app.js';
+import { call, createTestApp, type TestApp } from '../helpers/app.js';
+import { startFakeAnthropic, startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
+import { registerFakeModel, UPSTREAM_KEY } from '../helpers/inference.js';
+import { registerModel } from '../helpers/models.js';
 
 export const GUARDRAILS = '/api/guardrails';
 export const EVALUATE = '/api/client/v1/guardrails/evaluate';
@@ -29,4 +32,41 @@ export function judgeAnswer(content: string): Record<string, unknown> {
 export async function evaluationRows(t: TestApp, key: string) {
   await t.ctx.services.guardrailEvaluator.flush();
   return t.ctx.database.db.selectFrom('guardrail_evaluations').selectAll().where('guardrail_key', '=', key).orderBy('created_at').orderBy('id').execute();
+}
+
+/** An app with PII guardrails that block or redact, on input or output models of a fake OpenAI and an Anthropic model. */
+export interface PiiModels {
+  t: TestApp;
+  fake: FakeUpstream;
+  anthropic: FakeUpstream;
+  blockIn: string;
+  redactIn: string;
+  blockOut: string;
+  redactOut: string;
+  /** An Anthropic model with the blocking guardrail on input. */
+  claude: string;
+  close(): Promise<void>;
+}
+
+export async function startPiiModels(): Promise<PiiModels> {
+  const t = await createTestApp({ backend: 'sqlite', env: { WAYGATE_UPSTREAM_RETRIES: '0' } });
+  const fake = await startFakeOpenAi();
+  const anthropic = await startFakeAnthropic();
+  const block = await guardrail(t, { key: 'pii-block', type: 'pii', target: 'both' });
+  const redact = await guardrail(t, { key: 'pii-redact', type: 'pii', action: 'redact', target: 'both' });
+  return {
+    t,
+    fake,
+    anthropic,
+    blockIn: await registerFakeModel(t, fake, { capabilities: ['chat'], guardrails: { input: [block] } }),
+    redactIn: await registerFakeModel(t, fake, { capabilities: ['chat'], guardrails: { input: [redact] } }),
+    blockOut: await registerFakeModel(t, fake, { capabilities: ['chat'], guardrails: { output: [block] } }),
+    redactOut: await registerFakeModel(t, fake, { capabilities: ['chat'], guardrails: { output: [redact] } }),
+    claude: await registerModel(t, { provider: { type: 'anthropic', baseUrl: anthropic.baseUrl, apiKey: UPSTREAM_KEY }, upstreamModel: 'claude-x', capabilities: ['chat'], guardrails: { input: [block] } }),
+    close: async () => {
+      await t.close();
+      await fake.close();
+      await anthropic.close();
+    },
+  };
 }
