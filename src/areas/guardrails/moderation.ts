@@ -1354,6 +1354,8 @@ const SEGMENT_LENGTH = 128;
  */
 export const MAX_MATCH_PATHS = 1024;
 const EXTRA_HIT_WEIGHT = 0.9;
+/** Extra-category patterns match case-insensitively, with Unicode semantics. */
+const PATTERN_FLAGS = 'iu';
 
 interface CompiledExtra {
   readonly name: string;
@@ -1369,7 +1371,6 @@ interface CompiledExtra {
  */
 interface Group {
   quantified: boolean;
-  alternation: boolean;
   /** Paths of the alternatives already ended by "|". */
   closedPaths: number;
   /** Paths of the current alternative without its last atom, which a quantifier may still change. */
@@ -1383,7 +1384,7 @@ interface Group {
 }
 
 function newGroup(): Group {
-  return { quantified: false, alternation: false, closedPaths: 0, branchPaths: 1, atomPaths: 1, literals: [], literal: '' };
+  return { quantified: false, closedPaths: 0, branchPaths: 1, atomPaths: 1, literals: [], literal: '' };
 }
 
 /** Adds an atom of `paths` paths; `literal` is its source when it is one fixed character, else null. */
@@ -1403,7 +1404,10 @@ function endAlternative(group: Group): void {
   group.branchPaths = 1;
   group.atomPaths = 1;
   group.literal = '';
-  group.alternation = true;
+}
+
+function hasAlternatives(group: Group): boolean {
+  return group.literals.length > 0;
 }
 
 /**
@@ -1412,9 +1416,9 @@ function endAlternative(group: Group): void {
  * cannot differ before either ends): so its paths are at most the longest chain of alternatives each a prefix of the
  * next (1 for "kill|murder|stab", 2 for "a|a" or "kill|killer"). Any other alternation counts every alternative.
  */
-function groupPaths(group: Group, flags: string): number {
-  if (!group.alternation || group.literal === null || group.literals.includes(null)) return sumPaths(group);
-  return literalChain([...(group.literals as string[]), group.literal], flags);
+function groupPaths(group: Group): number {
+  if (!hasAlternatives(group) || group.literal === null || group.literals.includes(null)) return sumPaths(group);
+  return literalChain([...(group.literals as string[]), group.literal]);
 }
 
 /** A plain literal's source as the text it matches ("a\.b" -> "a.b"). */
@@ -1424,15 +1428,15 @@ function unescapeLiteral(source: string): string {
 
 /**
  * The longest chain of `literals` (pattern sources of plain literals) where each matches the start of the next,
- * compared as the pattern's `flags` match (case-folded under "i"), by the regular expression engine itself.
+ * compared as patterns match (case-folded), by the regular expression engine itself.
  */
-function literalChain(literals: readonly string[], flags: string): number {
+function literalChain(literals: readonly string[]): number {
   const texts = literals.map(unescapeLiteral);
   const order = literals.map((_, k) => k).sort((a, b) => [...texts[a]!].length - [...texts[b]!].length || a - b);
   const chain = new Array<number>(literals.length).fill(1);
   for (let x = 0; x < order.length; x++) {
     const shorter = order[x]!;
-    const prefix = new RegExp(`^(?:${literals[shorter]})`, flags.replace(/[gy]/g, ''));
+    const prefix = new RegExp(`^(?:${literals[shorter]})`, PATTERN_FLAGS);
     for (let y = x + 1; y < order.length; y++) {
       const longer = order[y]!;
       if (chain[longer]! <= chain[shorter]! && prefix.test(texts[longer]!)) chain[longer] = chain[shorter]! + 1;
@@ -1517,7 +1521,7 @@ function analyzePattern(source: string, where: string): { compiled: RegExp; path
   if (source.length > MAX_PATTERN_LENGTH) throw new Error(`${where}: pattern is longer than ${MAX_PATTERN_LENGTH} characters`);
   let compiled: RegExp;
   try {
-    compiled = new RegExp(source, 'iu');
+    compiled = new RegExp(source, PATTERN_FLAGS);
   } catch (err) {
     throw new Error(`${where}: not a valid regular expression (${err instanceof Error ? err.message : String(err)})`);
   }
@@ -1535,7 +1539,7 @@ function analyzePattern(source: string, where: string): { compiled: RegExp; path
     if (quantifier) {
       if (quantifier.max > 1) {
         if (lastClosed?.quantified) throw new Error(`${where}: nested quantifiers (a repeated group containing a quantifier) are not allowed`);
-        if (lastClosed?.alternation) throw new Error(`${where}: a repeated group containing alternatives, like (a|b)*, is not allowed`);
+        if (lastClosed && hasAlternatives(lastClosed)) throw new Error(`${where}: a repeated group containing alternatives, like (a|b)*, is not allowed`);
         if (quantifier.max > LONG_REPEAT && ++longRepeats > MAX_LONG_REPEATS) {
           throw new Error(`${where}: at most ${MAX_LONG_REPEATS} long repeat (*, +, {n,} or {n,m} with m > ${LONG_REPEAT}) is allowed`);
         }
@@ -1570,7 +1574,7 @@ function analyzePattern(source: string, where: string): { compiled: RegExp; path
       i++;
       // A quantifier inside a group is inside every enclosing group too.
       if (group.quantified) current().quantified = true;
-      addAtom(current(), groupPaths(group, compiled.flags), null);
+      addAtom(current(), groupPaths(group), null);
     } else if (ch === '|') {
       endAlternative(current());
       i++;
@@ -1580,7 +1584,7 @@ function analyzePattern(source: string, where: string): { compiled: RegExp; path
       i++;
     }
   }
-  return { compiled, paths: groupPaths(stack[0]!, compiled.flags) };
+  return { compiled, paths: groupPaths(stack[0]!) };
 }
 
 function compileExtra(extra: readonly ExtraCategory[]): CompiledExtra[] {

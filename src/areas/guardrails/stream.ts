@@ -1,6 +1,6 @@
 import { ERRORS } from '../../http/errors.js';
 import type { ChatChunk, JsonObject } from '../../providers/types.js';
-import { canonicalArguments } from '../inference/texts.js';
+import { argumentsJson, canonicalArguments, MESSAGE_TEXT_FIELDS, type MessageTextField } from './fields.js';
 import type { Enforced } from './evaluator.js';
 
 /**
@@ -49,12 +49,11 @@ interface Channel {
 }
 
 /** Delta fields of text held to the end, sent back under the name the upstream used. */
-const HELD_FIELDS = ['refusal', 'reasoning_content', 'reasoning'] as const;
-type HeldField = (typeof HELD_FIELDS)[number];
+const HELD_FIELDS = MESSAGE_TEXT_FIELDS;
 
 interface ChoiceState {
   content: Channel;
-  held: Record<HeldField, Channel>;
+  held: Record<MessageTextField, Channel>;
   functionCall?: Channel & { name?: unknown };
   tools: Map<number, Channel & { id?: unknown; type?: unknown; name?: unknown }>;
   /** Audio deltas without their transcript pieces, held with the transcript: the transcript goes in the last one. */
@@ -64,10 +63,9 @@ interface ChoiceState {
 const channel = (): Channel => ({ text: '', sent: 0, sentText: '' });
 const newState = (): ChoiceState => ({ content: channel(), held: { refusal: channel(), reasoning_content: channel(), reasoning: channel() }, tools: new Map() });
 
-/** A piece of streamed arguments: a string as it comes, another value (an upstream's object) as JSON. */
+/** A piece of streamed arguments: a string as it comes (whole arguments are canonicalised at the end), another value as JSON. */
 function argumentsPiece(value: unknown): string {
-  if (typeof value === 'string') return value;
-  return value === undefined || value === null ? '' : JSON.stringify(value);
+  return typeof value === 'string' ? value : (argumentsJson(value) ?? '');
 }
 
 /** Whole arguments read as the client will read them (see canonicalArguments). */
@@ -119,7 +117,6 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
   const contentLength = () => [...choices.values()].reduce((n, s) => n + s.content.text.length, 0);
 
   const release = async function* (final: boolean): AsyncGenerator<ChatChunk> {
-    if (final) for (const state of choices.values()) canonicalise(state);
     const all = channels();
     const { texts, redactedBy } = await check(all.map((c) => c.text), final);
     checkedUpTo = contentLength();
@@ -161,10 +158,13 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
     for (const choice of choicesOf(chunk)) {
       const index = typeof choice.index === 'number' ? choice.index : 0;
       const state = stateOf(index);
-      const { content, refusal, reasoning_content, reasoning, audio, function_call: functionCall, tool_calls: tools, ...other } = choice.delta ?? {};
+      const delta = choice.delta ?? {};
+      const { content, refusal: _refusal, reasoning_content: _reasoningContent, reasoning: _reasoning, audio, function_call: functionCall, tool_calls: tools, ...other } = delta;
       if (typeof content === 'string') state.content.text += content;
-      const heldPieces: Record<HeldField, unknown> = { refusal, reasoning_content, reasoning };
-      for (const field of HELD_FIELDS) if (typeof heldPieces[field] === 'string') state.held[field].text += heldPieces[field];
+      for (const field of HELD_FIELDS) {
+        const piece = delta[field];
+        if (typeof piece === 'string') state.held[field].text += piece;
+      }
       if (typeof audio === 'object' && audio !== null) {
         const { transcript, ...part } = audio;
         const held = (state.audio ??= { ...channel(), parts: [] });
@@ -205,10 +205,9 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
       yield* release(false);
     }
   }
-  if (mode === 'observe') {
-    for (const state of choices.values()) canonicalise(state);
-    await check(channels().map((c) => c.text), true);
-  }
+  // Whole arguments are checked, and sent, as the client will read them.
+  for (const state of choices.values()) canonicalise(state);
+  if (mode === 'observe') await check(channels().map((c) => c.text), true);
   else yield* release(true);
   yield* closing;
 }
