@@ -16,7 +16,7 @@ import type { EvaluationContext, GuardrailEvaluator } from '../guardrails/evalua
 import { hasGuardrails, usesJudge, type GuardrailService } from '../guardrails/service.js';
 import type { GuardrailRecord } from '../guardrails/store.js';
 import { guardStream, type StreamGuardMode } from '../guardrails/stream.js';
-import { unreserved, type Budget, type Estimate, type LimitService, type LimitSubject, type RateLimit, type Reservation } from '../limits/service.js';
+import { hasLimits, unreserved, type Budget, type Estimate, type LimitService, type LimitSubject, type RateLimit, type Reservation } from '../limits/service.js';
 import type { ResolvedModel, ModelService } from '../models/service.js';
 import type { ModelRecord, Pricing } from '../models/store.js';
 import type { ProjectService } from '../projects/service.js';
@@ -103,6 +103,11 @@ function streamFailure(err: UpstreamError): Record<string, unknown> {
   const code = asText(said?.code);
   const reason = said ? `${asText(said.message, err.message)}${code ? ` (${code})` : ''}` : err.message;
   return { message: `Upstream stream failed: ${reason}`, type: 'upstream_error', code: 'upstream_stream_failed' };
+}
+
+/** A project as a limit subject: its limits, and their version (a budget that began counting anew has another). */
+function projectSubject(scope: LimitSubject['scope'], project: { limitsUpdatedAt: number; budget: Budget | null; rateLimit: RateLimit | null }): LimitSubject {
+  return { kind: 'project', scope, version: project.limitsUpdatedAt, budget: project.budget, rateLimit: project.rateLimit };
 }
 
 /**
@@ -294,12 +299,12 @@ export class InferenceService {
    * call cannot be capped or priced: it reserves its input and up to DEFAULT_OUTPUT_RESERVE output tokens, and is
    * then charged the tokens it reports (settleUnpriced).
    */
-  admitUnpriced(caller: Caller, estimateInput: () => number): Promise<Reservation | null> {
+  admitUnpriced(caller: Caller, estimateInput: () => number): Promise<Reservation> {
     return this.admit(caller, [], estimateInput, DEFAULT_OUTPUT_RESERVE);
   }
 
   /** Replaces an admitUnpriced reservation with the tokens the call used (none when it failed). */
-  settleUnpriced(reservation: Reservation | null, usage: { inputTokens: number; outputTokens: number } | null): Promise<void> {
+  settleUnpriced(reservation: Reservation, usage: { inputTokens: number; outputTokens: number } | null): Promise<void> {
     return this.settle(reservation, null, usage);
   }
 
@@ -337,7 +342,7 @@ export class InferenceService {
       // A token's limits never change after creation.
       subjects.push({ kind: 'token', scope: { ...caller.scope, tokenId: caller.tokenId }, version: 0, budget: caller.budget, rateLimit: caller.rateLimit });
     }
-    if (project) subjects.push({ kind: 'project', scope: caller.scope, version: project.limitsUpdatedAt, budget: project.budget, rateLimit: project.rateLimit });
+    if (project) subjects.push(projectSubject(caller.scope, project));
     return subjects;
   }
 
@@ -351,15 +356,14 @@ export class InferenceService {
     const project = await this.projects.cached(admitted.scope.tenantId, admitted.scope.projectId);
     if (project?.limitsUpdatedAt === admitted.version) return reservation.subjects;
     const others = reservation.subjects.filter((subject) => subject !== admitted);
-    if (!project) return others;
-    return [...others, { ...admitted, version: project.limitsUpdatedAt, budget: project.budget, rateLimit: project.rateLimit }];
+    return project ? [...others, projectSubject(admitted.scope, project)] : others;
   }
 
   /** `choices`: a chat call's n, each of which needs at least one output token. */
   private async admit(caller: Caller, candidates: ResolvedModel[], estimateInput: () => number, desiredOutput: number, choices = 1): Promise<Reservation> {
     const subjects = await this.subjects(caller);
     // No estimate (token counting) without a limit that needs one.
-    if (!subjects.some((subject) => subject.budget || subject.rateLimit)) return unreserved(subjects);
+    if (!hasLimits(subjects)) return unreserved(subjects);
     const pricing = dearestPricing(candidates);
     const estimate: Estimate = {
       inputTokens: estimateInput(),
@@ -425,13 +429,13 @@ export class InferenceService {
    * call made without one (a judge's) adds its usage.
    */
   private async settle(reservation: Reservation | null, pricing: Pricing | null, usage: Pick<Usage, 'inputTokens' | 'outputTokens'> | null, chargeTo: Caller | null = null): Promise<void> {
-    if (!reservation && !chargeTo) return;
     const input = usage?.inputTokens ?? 0;
     const output = usage?.outputTokens ?? 0;
     const amounts = { tokens: input + output, cost: costOf(pricing, input, output) };
-    const done = chargeTo
-      ? this.subjects(chargeTo).then((subjects) => this.limits.charge(subjects, amounts))
-      : this.subjectsNow(reservation!).then((current) => this.limits.settle(reservation, amounts, current));
+    let done: Promise<void>;
+    if (reservation) done = this.subjectsNow(reservation).then((current) => this.limits.settle(reservation, amounts, current));
+    else if (chargeTo) done = this.subjects(chargeTo).then((subjects) => this.limits.charge(subjects, amounts));
+    else return;
     await done.catch((err: unknown) => {
       this.log.error({ err }, 'settling a budget reservation failed; the estimate stays counted');
     });
@@ -565,7 +569,7 @@ export class InferenceService {
   }
 
   /** What every stream ends with, however it ends: the reservation settled and one usage event. */
-  private async endStream(caller: Caller, model: ResolvedModel, options: { reservation: Reservation | null; upstreamStartedAt: number }, usage: Usage, status: number): Promise<void> {
+  private async endStream(caller: Caller, model: ResolvedModel, options: { reservation: Reservation; upstreamStartedAt: number }, usage: Usage, status: number): Promise<void> {
     await this.settle(options.reservation, model.record.pricing, usage);
     this.meter(caller, model, '/chat/completions', 'chat', usage, status, performance.now() - options.upstreamStartedAt, true);
   }
@@ -578,7 +582,7 @@ export class InferenceService {
     caller: Caller,
     model: ResolvedModel,
     upstream: AsyncIterable<ChatChunk>,
-    options: { reservation: Reservation | null; estimateInput: () => number; includeUsage: boolean; upstreamStartedAt: number; guard?: (chunks: AsyncIterable<ChatChunk>) => AsyncIterable<ChatChunk> },
+    options: { reservation: Reservation; estimateInput: () => number; includeUsage: boolean; upstreamStartedAt: number; guard?: (chunks: AsyncIterable<ChatChunk>) => AsyncIterable<ChatChunk> },
   ): AsyncGenerator<string> {
     let usage: Usage | null = null;
     let text = '';

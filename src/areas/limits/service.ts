@@ -110,7 +110,17 @@ const MAX_ALLOWANCE = 2 ** 50;
  * 10^12 USD (10^21 nano-dollars) would reach Redis as "1e+21", which INCRBY refuses, and the whole settle would fail.
  */
 function counted(kind: CounterKind, actual: Amounts): number {
-  return Math.min(Number.MAX_SAFE_INTEGER, kind === 'tokens' ? actual.tokens : Math.ceil(actual.cost * NANO));
+  return Math.min(Number.MAX_SAFE_INTEGER, unitsOf(kind, actual));
+}
+
+/** Tokens, or a cost in nano-dollars: a budget counter's units. */
+function unitsOf(kind: CounterKind, amounts: Amounts): number {
+  return kind === 'tokens' ? amounts.tokens : Math.ceil(amounts.cost * NANO);
+}
+
+/** Whether any of the subjects has a budget or a rate limit. */
+export function hasLimits(subjects: LimitSubject[]): boolean {
+  return subjects.some((subject) => subject.budget || subject.rateLimit);
 }
 
 /**
@@ -151,8 +161,8 @@ function budgetSubjectId(subject: LimitSubject): string {
  * from stored usage after a restart.
  */
 export class LimitService {
-  /** Stored spending by budget counter, for a second: refusals of a used-up budget share one query. */
-  private readonly recentSpending = new ExpiringMap<Promise<number>>();
+  /** Stored spending by budget subject and period, for a second: refusals of a used-up budget share one query. */
+  private readonly recentSpending = new ExpiringMap<Promise<{ tokens: number; cost: number }>>();
 
   constructor(private readonly counters: Counters, private readonly usage: UsageService) {}
 
@@ -229,8 +239,9 @@ export class LimitService {
    * ended: those of the current version, and of the new period for a call admitted in one budget period that ends in
    * the next (its usage event is stamped when it ends). Counters it no longer belongs to only give back their share.
    */
-  async settle(reservation: Reservation | null, actual: Amounts, current: LimitSubject[] = reservation?.subjects ?? []): Promise<void> {
-    if (!reservation) return;
+  async settle(reservation: Reservation, actual: Amounts, current: LimitSubject[] = reservation.subjects): Promise<void> {
+    // Nothing reserved and nobody's limits changed: the common call without limits.
+    if (reservation.counters.length === 0 && current === reservation.subjects) return;
     const now = Date.now();
     const used = (kind: CounterKind) => counted(kind, actual);
     const spent = reservation.counters.filter((c) => c.kind !== 'requests');
@@ -242,7 +253,7 @@ export class LimitService {
     // Rate-limit windows stay the minute the call was admitted in; only budget counters follow the call.
     const budgetsNow = new Map(
       this.plan(current, NOTHING_MORE, now)
-        .filter((c) => c.seeded && c.kind !== 'requests')
+        .filter((c) => c.seeded)
         .map((c) => [c.key, c.kind]),
     );
     const changes: CounterChange[] = spent.map((c) => {
@@ -260,7 +271,7 @@ export class LimitService {
    * judge, part of a call that was admitted. Counters not started yet are seeded from stored usage later, which has it.
    */
   async charge(subjects: LimitSubject[], actual: Amounts): Promise<void> {
-    if (!subjects.some((s) => s.budget || s.rateLimit)) return;
+    if (!hasLimits(subjects)) return;
     const changes = this.plan(subjects, NOTHING_MORE, Date.now())
       .filter((c) => c.kind !== 'requests')
       .map((c) => ({ key: c.key, amount: counted(c.kind, actual) }));
@@ -273,21 +284,23 @@ export class LimitService {
 
   /** What a budget counter's subject has spent in its period, by stored usage (in the counter's units). */
   private async spent(counter: PlannedCounter): Promise<number> {
-    const totals = await this.usage.totalsSince(counter.subject.scope, counter.since);
-    return counter.kind === 'tokens' ? totals.tokens : Math.ceil(totals.cost * NANO);
+    return unitsOf(counter.kind, await this.usage.totalsSince(counter.subject.scope, counter.since));
   }
 
   /**
-   * A budget counter's stored spending, read at most once a second per counter: a client hammering a used-up budget
-   * costs one query a second, not one a request.
+   * A budget counter's stored spending, read at most once a second per subject and period (its token and its cost
+   * counter share the read): a client hammering a used-up budget costs one query a second, not one a request.
    */
-  private recentlySpent(counter: PlannedCounter): Promise<number> {
-    const known = this.recentSpending.get(counter.key);
-    if (known) return known.value;
-    const read = this.spent(counter);
-    this.recentSpending.set(counter.key, read, Date.now() + 1_000);
-    read.catch(() => this.recentSpending.delete(counter.key));
-    return read;
+  private async recentlySpent(counter: PlannedCounter): Promise<number> {
+    const key = `${budgetSubjectId(counter.subject)}:${counter.since}`;
+    let read = this.recentSpending.get(key)?.value;
+    if (!read) {
+      const reading = this.usage.totalsSince(counter.subject.scope, counter.since);
+      this.recentSpending.set(key, reading, Date.now() + 1_000);
+      reading.catch(() => this.recentSpending.delete(key));
+      read = reading;
+    }
+    return unitsOf(counter.kind, await read);
   }
 
   /**
