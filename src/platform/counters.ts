@@ -65,8 +65,10 @@ export class MemoryCounters implements Counters {
   private readonly entries = new ExpiringMap<MemoryCounter>();
   private created = 0;
 
-  private start(key: string, value: number, ttlMs: number, now: number): void {
-    this.entries.set(key, { value, generation: String(++this.created) }, ttlMs > 0 ? now + ttlMs : Infinity);
+  private start(key: string, value: number, ttlMs: number, now: number): MemoryCounter {
+    const counter = { value, generation: String(++this.created) };
+    this.entries.set(key, counter, ttlMs > 0 ? now + ttlMs : Infinity);
+    return counter;
   }
 
   // Synchronous from check to increment: nothing else runs in between on this event loop.
@@ -84,10 +86,9 @@ export class MemoryCounters implements Counters {
     const generations: string[] = [];
     for (const counter of counters) {
       const amount = counter.base + counter.perUnit * allowance;
-      const entry = this.entries.get(counter.key, now);
-      if (entry) entry.value.value += amount;
-      else this.start(counter.key, amount, counter.ttlMs, now);
-      generations.push(this.entries.get(counter.key, now)!.value.generation);
+      const existing = this.entries.get(counter.key, now)?.value;
+      if (existing) existing.value += amount;
+      generations.push((existing ?? this.start(counter.key, amount, counter.ttlMs, now)).generation);
     }
     return { ok: true, allowance, generations };
   }
@@ -120,7 +121,9 @@ local function generation()
   return t[1] .. '.' .. t[2]
 end
 local function start(key, ttl)
-  if ttl > 0 then redis.call('SET', key .. ':g', generation(), 'PX', ttl) else redis.call('SET', key .. ':g', generation()) end
+  local g = generation()
+  if ttl > 0 then redis.call('SET', key .. ':g', g, 'PX', ttl) else redis.call('SET', key .. ':g', g) end
+  return g
 end
 local function generationOf(key)
   return redis.call('GET', key .. ':g') or ''
@@ -152,8 +155,7 @@ for i = 1, #KEYS do
   local fresh = redis.call('EXISTS', KEYS[i]) == 0
   redis.call('INCRBY', KEYS[i], string.format('%d', tonumber(ARGV[a + 1]) + tonumber(ARGV[a + 2]) * allowance))
   if ttl > 0 and redis.call('PTTL', KEYS[i]) < 0 then redis.call('PEXPIRE', KEYS[i], ttl) end
-  if fresh then start(KEYS[i], ttl) end
-  result[#result + 1] = generationOf(KEYS[i])
+  if fresh then result[#result + 1] = start(KEYS[i], ttl) else result[#result + 1] = generationOf(KEYS[i]) end
 end
 return result`;
 
