@@ -51,3 +51,8 @@ export function jsonNestsDeeperThan(text: string, value: unknown, maxDepth: numb
 export function normalEmail(email: string): string {
   return email.normalize('NFC').toLowerCase();
 }
+
+/** A JSON object: not null, not an array. */
+export function isJsonObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { ERRORS } from '../http/errors.js';
 import { UpstreamError } from './errors.js';
-import { isJsonObject, parseEvent, parseObject, type UpstreamClient } from './http.js';
+import { parseEvent, parseObject, type UpstreamClient } from './http.js';
 import { joinUrl } from './openai-compatible.js';
 import { parseSse } from './sse.js';
 import { openAiUsage, tokenCount } from './tokens.js';
 import type { CallOptions, ChatChunk, JsonObject, JsonResult, ModelTarget, Provider, Usage } from './types.js';
-import { asText } from '../platform/text.js';
+import { asText, isJsonObject } from '../platform/text.js';
 import { unixSeconds } from '../platform/time.js';
 
 const ANTHROPIC_VERSION = '2023-06-01';

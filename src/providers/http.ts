@@ -4,7 +4,7 @@ import type { Agent, Dispatcher } from 'undici';
 // The Agent module alone, not undici's index: the index also loads fetch, WebSocket, caches and mocks, about 3 MB of
 // heap that a gateway never uses. The version is pinned, and test/providers/http.test.ts covers this client.
 import AgentClass from 'undici/lib/dispatcher/agent.js';
-import { jsonNestsDeeperThan } from '../platform/text.js';
+import { isJsonObject, jsonNestsDeeperThan } from '../platform/text.js';
 import { openAiErrorBody, UpstreamError, type UpstreamFailure } from './errors.js';
 
 export interface UpstreamSettings {
@@ -316,9 +316,6 @@ function refuseDeepNesting(text: string, value: unknown): void {
   if (jsonNestsDeeperThan(text, value, MAX_ANSWER_DEPTH)) throw new UpstreamError('malformed', `Upstream answered with JSON nested more than ${MAX_ANSWER_DEPTH} levels deep`);
 }
 
-export function isJsonObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /** Parses a JSON object answer, or fails as a malformed upstream reply. */
 export function parseObject(text: string): Record<string, unknown> {

@@ -1,5 +1,6 @@
 import { openAiErrorBody, UpstreamError } from './errors.js';
-import { isJsonObject, parseEvent, parseObject, type UpstreamClient } from './http.js';
+import { isJsonObject } from '../platform/text.js';
+import { parseEvent, parseObject, type UpstreamClient } from './http.js';
 import { parseSse } from './sse.js';
 import { openAiUsage, usageOf } from './tokens.js';
 import type { CallOptions, ChatChunk, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';

@@ -1,5 +1,6 @@
 import type { AppError } from '../../http/errors.js';
 import { parseClientJson } from '../../http/body.js';
+import { isJsonObject } from '../../platform/text.js';
 
 /**
  * A2A over JSON-RPC 2.0 (interface 4.1, 9.3): the two protocol dialects served on one endpoint, the envelope,
@@ -90,9 +91,6 @@ export function rpcError(id: RpcId, error: RpcError): RpcResponse {
   return { jsonrpc: '2.0', id, error: { code: error.code, message: error.message, ...(error.data ? { data: error.data } : {}) } };
 }
 
-export function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /**
  * The raw body as a JSON-RPC 2.0 request. Not JSON: -32700. JSON but not a request object (a batch, a wrong
@@ -110,7 +108,7 @@ export function parseEnvelope(body: unknown): { id: RpcId; request?: RpcRequest;
     return { id: null, error: RPC_ERRORS.invalidRequest(appError.message) };
   }
   if (Array.isArray(value)) return { id: null, error: RPC_ERRORS.invalidRequest('batch requests are not supported; send one request object') };
-  if (!isObject(value)) return { id: null, error: RPC_ERRORS.invalidRequest('the body must be a JSON-RPC 2.0 request object') };
+  if (!isJsonObject(value)) return { id: null, error: RPC_ERRORS.invalidRequest('the body must be a JSON-RPC 2.0 request object') };
   const rawId = value.id;
   const idValid = rawId === undefined || rawId === null || typeof rawId === 'string' || (typeof rawId === 'number' && Number.isFinite(rawId));
   const id: RpcId = idValid ? ((rawId as RpcId | undefined) ?? null) : null;
@@ -122,7 +120,7 @@ export function parseEnvelope(body: unknown): { id: RpcId; request?: RpcRequest;
 
 /** The parameters of a request as an object (JSON-RPC by-name parameters); anything else is -32602. */
 export function paramsObject(params: unknown): Record<string, unknown> {
-  if (!isObject(params)) throw RPC_ERRORS.invalidParams('params must be an object');
+  if (!isJsonObject(params)) throw RPC_ERRORS.invalidParams('params must be an object');
   return params;
 }
 
@@ -192,7 +190,7 @@ function readHistoryLength(object: Record<string, unknown> | undefined, dialect:
 
 /** A text part: 0.3 `{ kind: 'text', text }` (a part without `kind` but with text counts too), 1.0 `{ text }`. */
 function partText(part: unknown, index: number, dialect: Dialect): string | null {
-  if (!isObject(part)) throw RPC_ERRORS.invalidParams(`params.message.parts[${index}] must be an object`);
+  if (!isJsonObject(part)) throw RPC_ERRORS.invalidParams(`params.message.parts[${index}] must be an object`);
   const isText = dialect === '0.3' ? part.kind === 'text' || (part.kind === undefined && 'text' in part) : 'text' in part;
   if (!isText) return null;
   if (typeof part.text !== 'string') throw RPC_ERRORS.invalidParams(`params.message.parts[${index}].text must be a string`);
@@ -207,7 +205,7 @@ function partText(part: unknown, index: number, dialect: Dialect): string | null
 export function readSendRequest(params: unknown, dialect: Dialect): SendRequest {
   const object = paramsObject(params);
   const message = object.message;
-  if (!isObject(message)) throw RPC_ERRORS.invalidParams('params.message is required and must be an object');
+  if (!isJsonObject(message)) throw RPC_ERRORS.invalidParams('params.message is required and must be an object');
   if (message.role !== undefined && !USER_ROLES[dialect].includes(message.role)) {
     throw RPC_ERRORS.invalidParams(`params.message.role must be ${dialect === '0.3' ? '"user"' : '"ROLE_USER"'}`);
   }
@@ -216,19 +214,19 @@ export function readSendRequest(params: unknown, dialect: Dialect): SendRequest 
   const text = texts.join('\n');
   if (text.trim() === '') throw RPC_ERRORS.invalidParams('params.message.parts must contain a text part with text');
   const metadata = message.metadata;
-  if (metadata !== undefined && metadata !== null && !isObject(metadata)) throw RPC_ERRORS.invalidParams('params.message.metadata must be an object');
-  const runtimeContext = isObject(metadata) ? metadata.runtime_context : undefined;
-  if (runtimeContext !== undefined && runtimeContext !== null && !isObject(runtimeContext)) {
+  if (metadata !== undefined && metadata !== null && !isJsonObject(metadata)) throw RPC_ERRORS.invalidParams('params.message.metadata must be an object');
+  const runtimeContext = isJsonObject(metadata) ? metadata.runtime_context : undefined;
+  if (runtimeContext !== undefined && runtimeContext !== null && !isJsonObject(runtimeContext)) {
     throw RPC_ERRORS.invalidParams('params.message.metadata.runtime_context must be an object');
   }
   const configuration = object.configuration;
-  if (configuration !== undefined && configuration !== null && !isObject(configuration)) throw RPC_ERRORS.invalidParams('params.configuration must be an object');
+  if (configuration !== undefined && configuration !== null && !isJsonObject(configuration)) throw RPC_ERRORS.invalidParams('params.configuration must be an object');
   return {
     text,
     contextId: optionalString(field(message, 'contextId', 'context_id', dialect), 'params.message.contextId'),
     taskId: optionalString(field(message, 'taskId', 'task_id', dialect), 'params.message.taskId'),
-    runtimeContext: isObject(runtimeContext) ? runtimeContext : undefined,
-    historyLength: readHistoryLength(isObject(configuration) ? configuration : undefined, dialect, 'params.configuration.historyLength'),
+    runtimeContext: isJsonObject(runtimeContext) ? runtimeContext : undefined,
+    historyLength: readHistoryLength(isJsonObject(configuration) ? configuration : undefined, dialect, 'params.configuration.historyLength'),
   };
 }
 

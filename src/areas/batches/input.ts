@@ -1,6 +1,7 @@
 import { parseClientJson } from '../../http/body.js';
 import { AppError, ERRORS } from '../../http/errors.js';
 import { compileBodyValidator, formatValidationError } from '../../http/validation.js';
+import { isJsonObject } from '../../platform/text.js';
 import type { JsonObject } from '../../providers/types.js';
 import { ChatBody, EmbeddingsBody } from '../inference/schemas.js';
 
@@ -24,9 +25,6 @@ const bodyValidators = {
   '/v1/embeddings': compileBodyValidator(EmbeddingsBody),
 };
 
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 export function lineError(lineNumber: number, problem: string): AppError {
   return ERRORS.validation(`Line ${lineNumber}: ${problem}`);
@@ -40,7 +38,7 @@ function quoted(value: unknown): string {
 
 /** Interface 4.7 rules 2 and 3 first (each with its own message), then the endpoint's full body schema. */
 function checkBody(endpoint: BatchEndpoint, body: unknown, lineNumber: number): JsonObject {
-  if (!isObject(body)) throw lineError(lineNumber, 'body must be a JSON object');
+  if (!isJsonObject(body)) throw lineError(lineNumber, 'body must be a JSON object');
   if (typeof body.model !== 'string' || body.model === '') throw lineError(lineNumber, 'body.model is required (a model key of the project)');
   if (endpoint === '/v1/chat/completions' && !Array.isArray(body.messages)) {
     throw lineError(lineNumber, 'body.messages is required (an array of messages) for /v1/chat/completions');
@@ -74,7 +72,7 @@ function checkTarget(line: JsonObject, endpoint: BatchEndpoint, lineNumber: numb
  * it has one, is taken out rather than sent to the model).
  */
 export function inlineLine(endpoint: BatchEndpoint, value: unknown, lineNumber: number): BatchLine {
-  if (!isObject(value)) throw lineError(lineNumber, 'each request must be a JSON object');
+  if (!isJsonObject(value)) throw lineError(lineNumber, 'each request must be a JSON object');
   if (!('body' in value)) {
     const { custom_id: customId, ...body } = value;
     return { customId: checkCustomId(customId, lineNumber), body: checkBody(endpoint, body, lineNumber), lineNumber };
@@ -94,7 +92,7 @@ export function fileLine(endpoint: BatchEndpoint, text: string, lineNumber: numb
     const message = err.code === 'invalid_json' ? err.message.replace('Request body', `Line ${lineNumber}`) : `Line ${lineNumber}: ${err.message}`;
     throw new AppError(err.statusCode, err.type, message, err.code);
   }
-  if (!isObject(value)) throw lineError(lineNumber, 'must be a JSON object { custom_id?, method?, url?, body }');
+  if (!isJsonObject(value)) throw lineError(lineNumber, 'must be a JSON object { custom_id?, method?, url?, body }');
   if (!('body' in value)) throw lineError(lineNumber, 'body is required');
   checkTarget(value, endpoint, lineNumber);
   return { customId: checkCustomId(value.custom_id, lineNumber), body: checkBody(endpoint, value.body, lineNumber), lineNumber };

@@ -1,5 +1,6 @@
 import { AppError } from '../../http/errors.js';
 import type { JsonObject } from '../../providers/types.js';
+import { isJsonObject } from '../../platform/text.js';
 import { classifyContent, MODERATION_CATEGORIES } from './moderation.js';
 import { PII_CATEGORIES, redactPii, scanPii, type PiiCategory } from './pii.js';
 import { detectInjection, fenceUntrusted } from './prompt-shield.js';
@@ -90,7 +91,7 @@ function jsonVerdict(answer: JsonObject): Record<string, unknown> {
   const text = content.trim().replace(/^```(?:json)?\s*/i, '').replace(/\s*```$/, '');
   try {
     const value: unknown = JSON.parse(text);
-    if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value as Record<string, unknown>;
+    if (isJsonObject(value)) return value;
   } catch {
     // Reported below.
   }
