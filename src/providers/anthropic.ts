@@ -32,7 +32,6 @@ function finishReasonOf(reason: unknown): string {
   return Object.hasOwn(STOP_REASONS, key) ? STOP_REASONS[key]! : 'stop';
 }
 
-
 function imageBlock(url: string): Block {
   const data = /^data:([^;]+);base64,(.*)$/s.exec(url);
   return data ? { type: 'image', source: { type: 'base64', media_type: data[1], data: data[2] } } : { type: 'image', source: { type: 'url', url } };

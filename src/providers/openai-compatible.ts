@@ -177,7 +177,6 @@ async function* completionChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Ch
   if (usage) yield { data: { ...head, choices: [], usage: openAiUsage(usage) } };
 }
 
-
 export function joinUrl(base: string, path: string): string {
   return `${base.replace(/\/+$/, '')}/${path}`;
 }

@@ -132,7 +132,6 @@ export class BatchService {
     return lines;
   }
 
-  /** Every model a line names must be the project's and offer the endpoint's capability: found now, not per item. */
   /** The first line (in line order) naming a model the project lacks, or one without the endpoint's capability. */
   private async modelProblem(scope: ProjectScope, endpoint: BatchEndpoint, lines: BatchLine[]): Promise<LineProblem | null> {
     const firstLine = new Map<string, number>();
