@@ -3,6 +3,10 @@ import { normalEmail } from './platform/text.js';
 
 /** Deliberately loose (`admin@localhost` is a real address here); the one email rule of the project. */
 export const EMAIL_PATTERN = '^[^\\s@]+@[^\\s@]+$';
+/** The longest email address (RFC 5321's path limit less its angle brackets), counted once normalised. */
+export const MAX_EMAIL_LENGTH = 254;
+/** A password's length: the login takes no more, and a shorter one is refused everywhere. */
+export const PASSWORD_LENGTH = { min: 8, max: 256 } as const;
 
 /** Where the data lives: an embedded SQLite file or a PostgreSQL server. */
 export type DatabaseTarget = { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string; poolSize: number };
@@ -121,7 +125,7 @@ function filesStorage(env: Env, database: DatabaseTarget): 'disk' | 'database' {
 /** An address or host name to listen on: refused here rather than by a DNS failure after the database is set up. */
 function hostOf(raw: string | undefined): string {
   if (raw === undefined) return '127.0.0.1';
-  if (!/^[\w.:%-]+$/.test(raw) || raw.includes('://')) {
+  if (!/^[\w.:%-]+$/.test(raw)) {
     throw new ConfigError('HOST', `must be an IP address or a host name (such as 0.0.0.0 or ::), got ${quoted(raw)}`);
   }
   return raw;
@@ -175,14 +179,14 @@ export function loadConfig(env: Env = process.env): Config {
   if (bootstrapToken !== undefined && !/^wgt_[A-Za-z0-9_-]{16,}$/.test(bootstrapToken)) {
     throw new ConfigError('WAYGATE_BOOTSTRAP_TOKEN', 'must start with wgt_ followed by at least 16 base64url characters');
   }
-  const adminEmail = text(env, 'WAYGATE_ADMIN_EMAIL') ?? 'admin@localhost';
+  const adminEmail = normalEmail(text(env, 'WAYGATE_ADMIN_EMAIL') ?? 'admin@localhost');
   if (!new RegExp(EMAIL_PATTERN).test(adminEmail)) throw new ConfigError('WAYGATE_ADMIN_EMAIL', 'is not an email address');
   // The login's limits: an admin made with a value outside them could never log in.
-  if (normalEmail(adminEmail).length > 254) throw new ConfigError('WAYGATE_ADMIN_EMAIL', 'is longer than 254 characters (once lower-cased)');
+  if (adminEmail.length > MAX_EMAIL_LENGTH) throw new ConfigError('WAYGATE_ADMIN_EMAIL', `is longer than ${MAX_EMAIL_LENGTH} characters (once lower-cased)`);
   // Not trimmed: spaces are part of a password, and the login compares it as typed.
   const adminPassword = env.WAYGATE_ADMIN_PASSWORD === '' ? undefined : env.WAYGATE_ADMIN_PASSWORD;
-  if (adminPassword !== undefined && (adminPassword.length < 8 || adminPassword.length > 256)) {
-    throw new ConfigError('WAYGATE_ADMIN_PASSWORD', 'must be 8 to 256 characters');
+  if (adminPassword !== undefined && (adminPassword.length < PASSWORD_LENGTH.min || adminPassword.length > PASSWORD_LENGTH.max)) {
+    throw new ConfigError('WAYGATE_ADMIN_PASSWORD', `must be ${PASSWORD_LENGTH.min} to ${PASSWORD_LENGTH.max} characters`);
   }
   const redisUrl = text(env, 'REDIS_URL');
   if (redisUrl !== undefined) checkRedisUrl(redisUrl);
@@ -207,7 +211,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl,
     secretKey,
     sessionSecret,
-    adminEmail: adminEmail.toLowerCase(),
+    adminEmail,
     adminPassword,
     bootstrapToken,
     license: text(env, 'WAYGATE_LICENSE'),

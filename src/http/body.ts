@@ -83,8 +83,13 @@ export function registerJsonParser(app: FastifyInstance): void {
     if (request.is404) return done(null, undefined);
     const length = request.headers['content-length'];
     if (request.headers['transfer-encoding'] === undefined && (length === undefined || length === '0')) return done(null, undefined);
-    done(ERRORS.unsupportedMediaType(String(request.headers['content-type'] ?? '').split(';')[0]!.slice(0, 100)));
+    done(ERRORS.unsupportedMediaType(mediaTypeOf(request)));
   });
+}
+
+/** A request's media type as an error may quote it: without parameters, at most 100 characters. */
+export function mediaTypeOf(request: FastifyRequest): string {
+  return String(request.headers['content-type'] ?? '').split(';')[0]!.slice(0, 100);
 }
 
 /** NUL cannot be stored in PostgreSQL text; %00 is the only way one reaches decoded path parameters and query values. */

@@ -4,6 +4,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DependencyUnavailableError, isConnectionFailure } from '../platform/errors.js';
 import { AppError, ERRORS, UpstreamRejection } from './errors.js';
+import { mediaTypeOf } from './body.js';
 import { formatValidationError } from './validation.js';
 
 /** Maps what Fastify itself throws (parsing, limits, validation) onto the catalogue. */
@@ -21,10 +22,18 @@ function toAppError(error: FastifyError, bodyLimit: number, contentType: string)
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return ERRORS.malformedJson(error.message);
   }
-  if (typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500) {
-    return new AppError(error.statusCode, 'invalid_request_error', error.message, error.code);
-  }
-  return ERRORS.internal();
+  const status = clientStatus(error);
+  return status === undefined ? ERRORS.internal() : new AppError(status, 'invalid_request_error', error.message, error.code);
+}
+
+/** The 4xx status Fastify gave an error, if it gave one. */
+function clientStatus(error: FastifyError): number | undefined {
+  return typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : undefined;
+}
+
+/** The `{ error }` body of an error from the catalogue. */
+function errorBody(appError: AppError): { error: Record<string, unknown> } {
+  return { error: { message: appError.message, type: appError.type, ...(appError.code ? { code: appError.code } : {}), ...appError.details } };
 }
 
 function send(reply: FastifyReply, appError: AppError): void {
@@ -34,13 +43,12 @@ function send(reply: FastifyReply, appError: AppError): void {
     void reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(appError.body));
     return;
   }
-  const error = { message: appError.message, type: appError.type, ...(appError.code ? { code: appError.code } : {}) };
   if (Object.keys(appError.details).length === 0) {
-    void reply.send({ error });
+    void reply.send(errorBody(appError));
     return;
   }
   // Extra fields (a guardrail block's findings) would be dropped by the route's error schema: serialised here.
-  void reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify({ error: { ...error, ...appError.details } }));
+  void reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(errorBody(appError)));
 }
 
 /** x-waygate-overhead-ms: the time the request spent in Waygate so far, its upstream waits left out. */
@@ -53,7 +61,7 @@ export function overheadMs(reply: FastifyReply, upstreamMs: number): string {
  * for these, so the headers every answer carries are set here (no upstream was asked).
  */
 export function frameworkErrorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-  const status = typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
+  const status = clientStatus(error) ?? 400;
   const message = error.code === 'FST_ERR_BAD_URL' ? `Malformed URL: ${request.url.slice(0, 200)}` : error.message;
   // request.id is what genReqId gave this request (and its log lines): the client's, or a new one.
   void reply.header('x-request-id', request.id).header('x-waygate-overhead-ms', overheadMs(reply, 0));
@@ -73,16 +81,12 @@ export function clientErrorHandler(error: Error & { code?: string; reason?: stri
     socket.destroy(error);
     return;
   }
-  const [status, message, code] =
-    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-      ? [408, 'The request did not arrive in time', 'request_timeout']
-      : error.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'The request headers are too large', 'headers_too_large']
-        : [400, `The request is not valid HTTP/1.1${error.reason ? `: ${error.reason}` : ''}`, 'malformed_http'];
-  const body = JSON.stringify({ error: { message, type: 'invalid_request_error', code } });
+  const appError =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? ERRORS.requestTimeout() : error.code === 'HPE_HEADER_OVERFLOW' ? ERRORS.headersTooLarge() : ERRORS.malformedHttp(error.reason);
+  const body = JSON.stringify(errorBody(appError));
   if (socket.writable) {
     socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `HTTP/1.1 ${appError.statusCode} ${STATUS_CODES[appError.statusCode]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
         `X-Request-Id: ${randomUUID()}\r\nConnection: close\r\n\r\n${body}`,
     );
   }
@@ -91,8 +95,7 @@ export function clientErrorHandler(error: Error & { code?: string; reason?: stri
 
 export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const contentType = String(request.headers['content-type'] ?? '').split(';')[0]!.slice(0, 100);
-    const appError = toAppError(error, bodyLimit, contentType);
+    const appError = toAppError(error, bodyLimit, mediaTypeOf(request));
     // 502 and 504 are an upstream model's failure, not Waygate's: worth a warning, not an error.
     if (appError.statusCode === 502 || appError.statusCode === 504) request.log.warn({ err: error }, 'upstream model failed');
     else if (appError.statusCode >= 500) request.log.error({ err: error }, appError.statusCode === 503 ? 'backing service unavailable' : 'request failed');

@@ -44,6 +44,10 @@ export const ERRORS = {
     new AppError(400, 'invalid_request_error', `The ${where} contains a NUL character (\\u0000), which is not allowed`, 'nul_character'),
   loneSurrogate: () =>
     new AppError(400, 'invalid_request_error', 'The body contains a lone UTF-16 surrogate (\\ud800-\\udfff without its pair), which is not valid Unicode', 'invalid_unicode'),
+  /** Requests Node's HTTP parser refuses, answered on the socket (clientErrorHandler). */
+  requestTimeout: () => new AppError(408, 'invalid_request_error', 'The request did not arrive in time', 'request_timeout'),
+  headersTooLarge: () => new AppError(431, 'invalid_request_error', 'The request headers are too large', 'headers_too_large'),
+  malformedHttp: (reason: string | undefined) => new AppError(400, 'invalid_request_error', `The request is not valid HTTP/1.1${reason ? `: ${reason}` : ''}`, 'malformed_http'),
   unsupportedMediaType: (type: string) =>
     new AppError(415, 'invalid_request_error', `Unsupported Content-Type "${type}"; send application/json`, 'unsupported_media_type'),
   bodyTooLarge: (limit: number) =>

@@ -1,4 +1,4 @@
-import { TOKEN_PREFIX } from '../areas/tokens/service.js';
+import { SHOWN_VALUE_CHARS, TOKEN_PREFIX } from '../areas/tokens/service.js';
 
 /** One character of a URL as sent: itself or its percent-escape (a client may escape any character). */
 function sentAs(char: string): string {
@@ -10,7 +10,7 @@ function sentAs(char: string): string {
 const VALUE_CHAR = '(?:[\\w-]|%[0-9a-f]{2})';
 
 /** An API token value (base64url): the prefix, the 8 characters every listing shows, then the secret rest. */
-const TOKEN_VALUE = new RegExp(`(${[...TOKEN_PREFIX].map(sentAs).join('')}${VALUE_CHAR}{8})${VALUE_CHAR}+`, 'gi');
+const TOKEN_VALUE = new RegExp(`(${[...TOKEN_PREFIX].map(sentAs).join('')}${VALUE_CHAR}{${SHOWN_VALUE_CHARS}})${VALUE_CHAR}+`, 'gi');
 
 /**
  * A URL or path parameter with any API token value in it (percent-escaped or not) cut to the part listings show. A

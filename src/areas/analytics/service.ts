@@ -24,9 +24,9 @@ const CURRENCY = 'USD';
 /** Interface 4.3: inclusive ISO 8601 bounds, 400 on an invalid one; the last 30 days by default. */
 export function rangeFrom(query: { from?: string; to?: string }, now = Date.now()): Range {
   const to = query.to === undefined ? now : parseTime(query.to, 'to');
-  if (to === undefined) throw ERRORS.validation(`to is not an ISO 8601 date or date-time: ${query.to}`);
+  if (to === undefined) throw ERRORS.validation(`to is not an ISO 8601 date or date-time of the years 0000 to 9999: ${query.to}`);
   const from = query.from === undefined ? Math.floor((to - DEFAULT_DAYS * DAY_MS) / DAY_MS) * DAY_MS : parseTime(query.from, 'from');
-  if (from === undefined) throw ERRORS.validation(`from is not an ISO 8601 date or date-time: ${query.from}`);
+  if (from === undefined) throw ERRORS.validation(`from is not an ISO 8601 date or date-time of the years 0000 to 9999: ${query.from}`);
   if (from > to) throw ERRORS.validation('from must not be after to');
   return { from, to };
 }

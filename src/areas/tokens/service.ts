@@ -12,6 +12,8 @@ import { checkLimits, type Budget, type RateLimit } from '../limits/service.js';
 import type { TokenRecord, TokenStore } from './store.js';
 
 export const TOKEN_PREFIX = 'wgt_';
+/** Characters of a token value after its prefix that listings show (not secret: too few to guess the rest). */
+export const SHOWN_VALUE_CHARS = 8;
 /**
  * Authenticated tokens are remembered this long. A revocation clears the entry at once on every instance
  * through the bus; the expiry bounds staleness should a notice be lost.
@@ -87,8 +89,8 @@ export class TokenService {
     // The project may be named by id or key; the token stores the id.
     const project = input.projectId === null ? null : await this.projects.require(creator.tenantId, input.projectId);
     // parseTime refuses what could not be shown back as a date-time (after 9999-12-31T23:59:59.999Z in UTC).
-    const expiresAt = input.expiresAt === undefined ? null : (parseTime(input.expiresAt, 'from') ?? Number.NaN);
-    if (expiresAt !== null && (Number.isNaN(expiresAt) || expiresAt <= Date.now())) {
+    const expiresAt = input.expiresAt === undefined ? null : parseTime(input.expiresAt, 'from');
+    if (expiresAt === undefined || (expiresAt !== null && expiresAt <= Date.now())) {
       throw ERRORS.validation('expiresAt must be an ISO 8601 date-time in the future, before the year 10000 in UTC');
     }
     const token: TokenRecord = {
@@ -99,7 +101,7 @@ export class TokenService {
       role: input.role,
       permissions: input.permissions ?? null,
       grants: [...new Set(input.grants ?? [])],
-      displayPrefix: value.slice(0, TOKEN_PREFIX.length + 8),
+      displayPrefix: value.slice(0, TOKEN_PREFIX.length + SHOWN_VALUE_CHARS),
       expiresAt,
       revokedAt: null,
       budget: input.budget ?? null,

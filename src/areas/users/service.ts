@@ -1,5 +1,6 @@
 import { isUniqueViolation } from '../../db/errors.js';
 import type { Db } from '../../db/types.js';
+import { MAX_EMAIL_LENGTH } from '../../config.js';
 import { ERRORS } from '../../http/errors.js';
 import type { Principal } from '../../http/principal.js';
 import { roleAtLeast, type Role } from '../../http/rbac.js';
@@ -15,9 +16,6 @@ export interface CreateUserInput {
   name?: string;
   isInstanceAdmin?: boolean;
 }
-
-/** The longest email address (RFC 5321's path limit less its angle brackets), checked once normalised. */
-const MAX_EMAIL_LENGTH = 254;
 
 export class UserService {
   constructor(private readonly store: UserStore) {}
