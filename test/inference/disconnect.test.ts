@@ -1,6 +1,6 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { listenOnLoopback } from '../helpers/net.js';
 import { BACKENDS } from '../helpers/app.js';
 import { CLIENT, registerFakeModel, setupInference, usageRowsOf, type InferenceSetup } from '../helpers/inference.js';
 import { chatBody } from '../helpers/models.js';
@@ -17,8 +17,7 @@ describe.each(BACKENDS)('client disconnects on %s', (backend) => {
   beforeAll(async () => {
     s = await setupInference({ backend, env: { WAYGATE_UPSTREAM_RETRIES: '0' } });
     model = await registerFakeModel(s.t, s.fake, { upstreamModel: 'gpt-disconnect' });
-    await s.t.app.listen({ port: 0, host: '127.0.0.1' });
-    port = (s.t.app.server.address() as AddressInfo).port;
+    port = await listenOnLoopback(s.t.app);
   });
   afterAll(async () => s.close());
 

@@ -1,8 +1,8 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContext } from '../../src/context.js';
+import { listenOnLoopback } from '../helpers/net.js';
 import { BACKENDS } from '../helpers/app.js';
 import { CLIENT, registerFakeModel, setupInference, type InferenceSetup } from '../helpers/inference.js';
 import { chatBody } from '../helpers/models.js';
@@ -20,8 +20,7 @@ describe.each(BACKENDS)('shutdown on %s', (backend) => {
   beforeAll(async () => {
     s = await setupInference({ backend, env: { WAYGATE_UPSTREAM_RETRIES: '0' } });
     model = await registerFakeModel(s.t, s.fake, { upstreamModel: 'gpt-shutdown' });
-    await s.t.app.listen({ port: 0, host: '127.0.0.1' });
-    port = (s.t.app.server.address() as AddressInfo).port;
+    port = await listenOnLoopback(s.t.app);
   });
   afterAll(async () => s.close());
 
@@ -81,8 +80,7 @@ describe('shutdown with a judge model under way', () => {
       const judge = await registerFakeModel(s.t, s.fake, { capabilities: ['chat'] });
       await guardrail(s.t, { key: 'shutdown-judged', type: 'custom_prompt', config: { rules: 'Be polite.' }, modelKey: judge });
       const judged = await registerFakeModel(s.t, s.fake, { capabilities: ['chat'], guardrails: { input: ['shutdown-judged'] } });
-      await s.t.app.listen({ port: 0, host: '127.0.0.1' });
-      const { port } = s.t.app.server.address() as AddressInfo;
+      const port = await listenOnLoopback(s.t.app);
       s.fake.queue({ hang: true });
       const cut = new Promise<void>((resolve) => {
         const request = http.request({ host: '127.0.0.1', port, method: 'POST', path: `${CLIENT}/chat/completions`, headers: { authorization: `Bearer ${s.token.value}`, 'content-type': 'application/json', 'x-request-id': 'shutdown-judge' } });

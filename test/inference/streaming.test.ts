@@ -1,6 +1,6 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { listenOnLoopback } from '../helpers/net.js';
 import { BACKENDS } from '../helpers/app.js';
 import { CLIENT, post, registerFakeModel, setupInference, sseData, sseJson, streamedText, usageRowsOf, type InferenceSetup } from '../helpers/inference.js';
 import { chatBody } from '../helpers/models.js';
@@ -203,8 +203,7 @@ describe.each(BACKENDS)('streamed chat completions on %s', (backend) => {
   });
 
   it('a client that disconnects mid-stream aborts the upstream request and is metered as 499, streamed', async () => {
-    await s.t.app.listen({ port: 0, host: '127.0.0.1' });
-    const { port } = s.t.app.server.address() as AddressInfo;
+    const port = await listenOnLoopback(s.t.app);
     const pieces = Array.from({ length: 40 }, (_, i) => ` word${i}`);
     s.fake.queue({ pieces, pieceDelayMs: 100 });
     const abortedBefore = s.fake.aborted;
