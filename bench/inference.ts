@@ -14,7 +14,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { registerModels, requestJson } from './lib/api.js';
-import { loaded, loadedAmount, median, sequential, type Sample, type Target } from './lib/measure.js';
+import { loaded, loadedAmount, median, paced, sequential, type Sample, type Target } from './lib/measure.js';
 import { ensurePortkey, startPortkey, type PortkeyServer } from './lib/portkey.js';
 import { cleanupsOnExit, entryOption, loadOptions, wholeNumber, type Entry, type LoadOptions } from './lib/options.js';
 import { int, machine, ms, pinSelf, sourceVersion, table } from './lib/report.js';
@@ -23,7 +23,10 @@ import { heldStreams, streamSequential, type HeldStreams, type TtfbSample } from
 import { startProxy } from './lib/proxy.js';
 import { startUpstream, type UpstreamProcess } from './lib/upstream.js';
 
-type TargetName = 'direct' | 'proxy' | 'waygate' | 'portkey';
+type TargetName = 'direct' | 'proxy' | 'waygate' | 'waygate-no-poll' | 'portkey';
+
+/** The A/B target `waygate-no-poll`: Waygate with its event-loop polling turned off. */
+const NO_POLL_LABEL = 'Waygate, no polling';
 
 interface Options extends LoadOptions {
   streamRequests: number;
@@ -32,6 +35,8 @@ interface Options extends LoadOptions {
   holdChunkMs: number;
   memoryRequests: number;
   memoryConnections: number;
+  sparseRequests: number;
+  sparseIntervalMs: number;
   targets: TargetName[];
   entry: Entry;
   idleSeconds: number;
@@ -58,6 +63,8 @@ function options(argv: string[]): Options {
       'hold-chunk-ms': { type: 'string', default: '250' },
       'memory-requests': { type: 'string', default: '1000000' },
       'memory-connections': { type: 'string', default: '64' },
+      'sparse-requests': { type: 'string', default: '100' },
+      'sparse-interval-ms': { type: 'string', default: '20' },
       targets: { type: 'string', default: 'direct,proxy,waygate,portkey' },
       entry: { type: 'string', default: 'build' },
       'idle-seconds': { type: 'string', default: '60' },
@@ -69,7 +76,7 @@ function options(argv: string[]): Options {
     },
   });
   const targets = (values.targets ?? '').split(',').map((t) => t.trim().toLowerCase()).filter(Boolean);
-  for (const t of targets) if (!['direct', 'proxy', 'waygate', 'portkey'].includes(t)) throw new Error(`--targets: unknown target ${t}`);
+  for (const t of targets) if (!['direct', 'proxy', 'waygate', 'waygate-no-poll', 'portkey'].includes(t)) throw new Error(`--targets: unknown target ${t}`);
   if (!targets.includes('direct')) targets.unshift('direct'); // every figure is relative to it
   return {
     ...loadOptions(values),
@@ -79,6 +86,8 @@ function options(argv: string[]): Options {
     holdChunkMs: wholeNumber('hold-chunk-ms', values['hold-chunk-ms']),
     memoryRequests: wholeNumber('memory-requests', values['memory-requests'], 0),
     memoryConnections: wholeNumber('memory-connections', values['memory-connections']),
+    sparseRequests: wholeNumber('sparse-requests', values['sparse-requests'], 0),
+    sparseIntervalMs: wholeNumber('sparse-interval-ms', values['sparse-interval-ms']),
     targets: targets as TargetName[],
     entry: entryOption(values.entry, ['build', 'tsx', 'dist']),
     idleSeconds: wholeNumber('idle-seconds', values['idle-seconds'], 0),
@@ -170,6 +179,8 @@ interface TargetResults {
   cN: Sample[];
   cpuUs: number[];
   busy: number[];
+  /** Gateway CPU µs per request of sparse traffic (one request every --sparse-interval-ms). */
+  sparseCpuUs: number[];
   held?: HeldStreams;
   failure?: string;
   rssIdle?: number;
@@ -199,13 +210,13 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
   const pinned = opts.pin && hasTaskset() && info.nproc >= 2 && pinSelf('1');
   const gwCpus = pinned ? '0' : null;
   const cleanups = cleanupsOnExit();
-  let startWaygate = (cpus: string | null, nodeArgs: string[] = []) =>
-    startServer({ entry: opts.entry === 'dist' ? 'dist' : 'tsx', databaseUrl: opts.database, logLevel: opts.logLevel, cpus, nodeArgs });
-  if (opts.entry === 'build' && opts.targets.includes('waygate')) {
+  let startWaygate = (cpus: string | null, nodeArgs: string[] = [], env: Record<string, string> = {}) =>
+    startServer({ entry: opts.entry === 'dist' ? 'dist' : 'tsx', databaseUrl: opts.database, logLevel: opts.logLevel, cpus, nodeArgs, env });
+  if (opts.entry === 'build' && opts.targets.some((t) => t.startsWith('waygate'))) {
     const built = await transpileSources();
     cleanups.add(async () => built.remove());
-    startWaygate = (cpus, nodeArgs = []) =>
-      startServer({ entry: 'tsx', mainFile: built.main, databaseUrl: opts.database, logLevel: opts.logLevel, cpus, nodeArgs });
+    startWaygate = (cpus, nodeArgs = [], env = {}) =>
+      startServer({ entry: 'tsx', mainFile: built.main, databaseUrl: opts.database, logLevel: opts.logLevel, cpus, nodeArgs, env });
   }
 
   write(`Waygate inference benchmark, ${info.date}, ${sourceVersion()}`);
@@ -220,6 +231,22 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
   let memory: MemoryResult | null = null;
   let serverErrors: string[] = [];
   const foreign = { rounds: [] as number[], all: Number.NaN };
+  /** Starts and sets up one Waygate target; null (and a line in `skipped`) when its setup fails. */
+  const addWaygate = async (upstream: UpstreamProcess, label: string, nodeArgs: string[], env: Record<string, string>): Promise<BenchServer | null> => {
+    const server = await startWaygate(gwCpus, nodeArgs, env);
+    cleanups.add(() => server.stop());
+    const why = await setupWaygate(server, upstream);
+    if (why) {
+      skipped.push(`${label} skipped: ${why}`);
+      write(skipped.at(-1));
+      await server.stop();
+      return null;
+    }
+    const settings = Object.entries(env).map(([name, value]) => `, ${name}=${value}`).join('');
+    write(`${label} pid ${server.pid} on ${server.baseUrl} (entry ${opts.entry}, ${opts.database ? 'PostgreSQL' : 'SQLite'}, LOG_LEVEL=${opts.logLevel}${settings}${nodeArgs.length ? ', --cpu-prof' : ''})`);
+    gateways.push(gateway(label, server.host, server.port, server.pid, '/api/client/v1', { authorization: `Bearer ${server.token}` }, WAYGATE_MODEL));
+    return server;
+  };
   try {
     const upstream = await startUpstream({ cpus: pinned ? '1' : null, chunks: opts.chunks, holdChunkMs: opts.holdChunkMs });
     cleanups.add(() => upstream.stop());
@@ -235,19 +262,9 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
 
     if (opts.targets.includes('waygate')) {
       const nodeArgs = opts.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(opts.cpuProf)}`] : [];
-      const server = await startWaygate(gwCpus, nodeArgs);
-      cleanups.add(() => server.stop());
-      const why = await setupWaygate(server, upstream);
-      if (why) {
-        skipped.push(`Waygate skipped: ${why}`);
-        write(skipped.at(-1));
-        await server.stop();
-      } else {
-        waygate = server;
-        write(`Waygate pid ${server.pid} on ${server.baseUrl} (entry ${opts.entry}, ${opts.database ? 'PostgreSQL' : 'SQLite'}, LOG_LEVEL=${opts.logLevel}${opts.cpuProf ? ', --cpu-prof' : ''})`);
-        gateways.push(gateway('Waygate', server.host, server.port, server.pid, '/api/client/v1', { authorization: `Bearer ${server.token}` }, WAYGATE_MODEL));
-      }
+      waygate = await addWaygate(upstream, 'Waygate', nodeArgs, {});
     }
+    if (opts.targets.includes('waygate-no-poll')) await addWaygate(upstream, NO_POLL_LABEL, [], { WAYGATE_BUSY_POLL_US: '0' });
 
     if (opts.targets.includes('portkey')) {
       const why = ensurePortkey(write);
@@ -268,7 +285,7 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
     const foreignAll = foreignLoad(ownPids);
     await settle(pids);
     for (const g of gateways) {
-      results.set(g.name, { c1: [], embed: [], ttfb: [], cN: [], cpuUs: [], busy: [], ...(g.pid ? { rssIdle: memoryMbOf(g.pid) } : {}) });
+      results.set(g.name, { c1: [], embed: [], ttfb: [], cN: [], cpuUs: [], busy: [], sparseCpuUs: [], ...(g.pid ? { rssIdle: memoryMbOf(g.pid) } : {}) });
       const problems = await smoke(g);
       if (problems.length > 0) {
         results.get(g.name)!.failure = `smoke test: ${problems.join('; ')}`;
@@ -310,6 +327,11 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
           r.c1.push(await sequential(g.host, g.port, g.chat, opts.requests, opts.warmupRequests));
           r.embed.push(await sequential(g.host, g.port, g.embed, Math.ceil(opts.requests / 2), Math.ceil(opts.warmupRequests / 2)));
           r.ttfb.push(await streamSequential(g.host, g.port, g.stream, opts.streamRequests, Math.ceil(opts.warmupRequests / 2)));
+          if (g.pid && opts.sparseRequests > 0) {
+            const before = cpuSecondsOf(g.pid);
+            await paced(g.host, g.port, g.chat, opts.sparseRequests, opts.sparseIntervalMs);
+            r.sparseCpuUs.push(((cpuSecondsOf(g.pid) - before) / opts.sparseRequests) * 1e6);
+          }
         });
         await settle(pids);
       }
@@ -451,6 +473,7 @@ function report(opts: Options, gateways: Gateway[], results: Map<string, TargetR
       np99: med(r.cN.map((s) => s.p99)),
       cpuUs: med(r.cpuUs),
       busy: med(r.busy),
+      sparseCpuUs: med(r.sparseCpuUs),
     };
   };
   const names = gateways.map((g) => g.name);
@@ -507,6 +530,12 @@ function report(opts: Options, gateways: Gateway[], results: Map<string, TargetR
       }),
     ),
   );
+  if (opts.sparseRequests > 0) {
+    write();
+    write(`Sparse traffic: ${opts.sparseRequests} non-stream chat requests per round, one every ${opts.sparseIntervalMs} ms (gateway CPU per request, idle time included)`);
+    const sparse = names.filter((n) => Number.isFinite(s.get(n)!.sparseCpuUs));
+    write(table(['target', 'gateway CPU µs/req'], sparse.map((n) => [n, s.get(n)!.sparseCpuUs.toFixed(1)])));
+  }
   if (opts.streams > 0) {
     write();
     write(`${opts.streams} streams started together, each on its own connection, held about ${((opts.chunks + 3) * opts.holdChunkMs) / 1000} s by the upstream`);
@@ -599,6 +628,15 @@ function report(opts: Options, gateways: Gateway[], results: Map<string, TargetR
       goals.push(['Waygate minus bare proxy: p50 / p99, concurrency 1', `${added(w.c1p50, bp.c1p50)} / ${added(w.c1p99, bp.c1p99)} ms`, "(Waygate's own)", '']);
       goals.push(['Waygate minus bare proxy: TTFB p50', `${added(w.t50, bp.t50)} ms`, "(Waygate's own)", '']);
       goals.push(['Waygate minus bare proxy: CPU per request', `${(w.cpuUs - bp.cpuUs).toFixed(1)} µs`, "(Waygate's own)", '']);
+    }
+  }
+  const np = s.get(NO_POLL_LABEL);
+  if (w && np) {
+    goals.push(['Waygate minus Waygate without polling: p50 / p99, concurrency 1', `${added(w.c1p50, np.c1p50)} / ${added(w.c1p99, np.c1p99)} ms`, '(what polling buys)', '']);
+    goals.push(['Waygate minus Waygate without polling: TTFB p50', `${added(w.t50, np.t50)} ms`, '(what polling buys)', '']);
+    goals.push([`Waygate / Waygate without polling req/s, concurrency ${opts.connections}`, (w.rps / np.rps).toFixed(3), '(what polling costs)', '']);
+    if (Number.isFinite(w.sparseCpuUs) && Number.isFinite(np.sparseCpuUs)) {
+      goals.push(['Waygate minus Waygate without polling: CPU per sparse request', `${(w.sparseCpuUs - np.sparseCpuUs).toFixed(1)} µs`, '(what polling costs)', '']);
     }
   }
   if (p) {

@@ -37,6 +37,8 @@ export interface Config {
   shutdownDelaySeconds: number;
   /** Behind a load balancer: trust X-Forwarded-For (true) or that many proxy hops, for client addresses. */
   trustProxy: boolean | number;
+  /** Microseconds the event loop keeps polling after a request or an upstream answer before it sleeps (0: never). */
+  busyPollUs: number;
   /** Offer the built-in `local-chat` and `local-embed` models in every project. */
   localModels: boolean;
   upstream: {
@@ -225,6 +227,7 @@ export function loadConfig(env: Env = process.env): Config {
     sessionTtlSeconds: integer(env, 'WAYGATE_SESSION_TTL_SECONDS', 43_200, 60, 2_592_000),
     trustProxy: trustProxy(env),
     shutdownDelaySeconds: integer(env, 'WAYGATE_SHUTDOWN_DELAY_SECONDS', 0, 0, 300),
+    busyPollUs: integer(env, 'WAYGATE_BUSY_POLL_US', 200, 0, 10_000),
     localModels: boolean(env, 'WAYGATE_LOCAL_MODELS', true),
     upstream: {
       connectTimeoutMs: integer(env, 'WAYGATE_UPSTREAM_CONNECT_TIMEOUT_MS', 10_000, 100, 600_000),

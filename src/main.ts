@@ -4,11 +4,14 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createContext, type Context } from './context.js';
+import { attachLoopPoller, type LoopPoller } from './platform/loop-poller.js';
 
 export interface RunningServer {
   app: FastifyInstance;
   ctx: Context;
   url: string;
+  /** Keeps the event loop polling after traffic (WAYGATE_BUSY_POLL_US); null when turned off. */
+  poller: LoopPoller | null;
   /** Stop accepting, finish in-flight requests, flush buffers, close the database. Idempotent. */
   stop(): Promise<void>;
 }
@@ -32,15 +35,18 @@ export async function startServer(config: Config, announce: (line: string) => vo
   const app = await buildApp(ctx);
   await ctx.startWorkers();
   const address = await app.listen({ port: config.port, host: config.host });
+  const { poller, detach: detachPoller } = attachLoopPoller(app.server, config.busyPollUs);
   ctx.health.markServing();
   let stopping: Promise<void> | null = null;
   return {
     app,
     ctx,
     url: address,
+    poller,
     stop: () => {
       stopping ??= (async () => {
         ctx.health.markStopping();
+        detachPoller();
         // Readiness already answers 503; give the load balancer time to notice before the listener closes.
         if (config.shutdownDelaySeconds > 0) await sleep(config.shutdownDelaySeconds * 1000);
         const deadline = setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS);

@@ -33,6 +33,7 @@ describe('loadConfig defaults', () => {
     expect(config.bootstrapToken).toBeUndefined();
     expect(config.license).toBeUndefined();
     expect(config.licensePublicKey).toBeUndefined();
+    expect(config.busyPollUs).toBe(200);
   });
 
   it('treats empty and blank values as unset', () => {
@@ -73,6 +74,7 @@ describe('loadConfig parses every variable', () => {
       WAYGATE_LOGIN_WINDOW_SECONDS: '60',
       WAYGATE_SESSION_TTL_SECONDS: '3600',
       WAYGATE_TRUST_PROXY: '2',
+      WAYGATE_BUSY_POLL_US: '0',
     });
     expect(config).toMatchObject({
       port: 9090,
@@ -94,6 +96,7 @@ describe('loadConfig parses every variable', () => {
       loginWindowSeconds: 60,
       sessionTtlSeconds: 3600,
       trustProxy: 2,
+      busyPollUs: 0,
     });
   });
 
@@ -195,6 +198,8 @@ describe('loadConfig rejects bad values with a one-line ConfigError naming the v
     ['WAYGATE_LOGIN_WINDOW_SECONDS', { WAYGATE_LOGIN_WINDOW_SECONDS: 'soon' }],
     ['WAYGATE_SESSION_TTL_SECONDS', { WAYGATE_SESSION_TTL_SECONDS: '5' }],
     ['WAYGATE_TRUST_PROXY', { WAYGATE_TRUST_PROXY: 'maybe' }],
+    ['WAYGATE_BUSY_POLL_US', { WAYGATE_BUSY_POLL_US: '10001' }],
+    ['WAYGATE_BUSY_POLL_US', { WAYGATE_BUSY_POLL_US: '0.5' }],
     ['WAYGATE_FILES_STORAGE', { WAYGATE_FILES_STORAGE: 's3' }],
     ['WAYGATE_FILES_MAX_BYTES', { WAYGATE_FILES_MAX_BYTES: '0' }],
     ['WAYGATE_FILES_MAX_BYTES', { WAYGATE_FILES_MAX_BYTES: '1e6' }],

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import { createRequire } from 'node:module';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** One request shape the benchmark sends. */
 export interface Target {
@@ -55,6 +56,23 @@ function requestOnce(agent: http.Agent, host: string, port: number, target: Targ
     req.on('error', reject);
     req.end(target.body);
   });
+}
+
+/**
+ * Sparse traffic: `requests` requests one at a time on one keep-alive connection, with `intervalMs` of silence after
+ * each, as when calls are far apart. What a gateway does between requests (timers, polling) shows in its CPU time.
+ */
+export async function paced(host: string, port: number, target: Target, requests: number, intervalMs: number): Promise<void> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  try {
+    for (let i = 0; i < requests; i++) {
+      const status = await requestOnce(agent, host, port, target);
+      if (status !== target.expectStatus) throw new Error(`${target.label}: got ${status}, expected ${target.expectStatus}`);
+      await sleep(intervalMs);
+    }
+  } finally {
+    agent.destroy();
+  }
 }
 
 /**
