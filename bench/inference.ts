@@ -227,6 +227,7 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
   const results = new Map<string, TargetResults>();
   const skipped: string[] = [];
   let waygate: BenchServer | null = null;
+  let waygateNoPoll: BenchServer | null = null;
   let portkey: PortkeyServer | null = null;
   let memory: MemoryResult | null = null;
   let serverErrors: string[] = [];
@@ -264,7 +265,7 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
       const nodeArgs = opts.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(opts.cpuProf)}`] : [];
       waygate = await addWaygate(upstream, 'Waygate', nodeArgs, {});
     }
-    if (opts.targets.includes('waygate-no-poll')) await addWaygate(upstream, NO_POLL_LABEL, [], { WAYGATE_BUSY_POLL_US: '0' });
+    if (opts.targets.includes('waygate-no-poll')) waygateNoPoll = await addWaygate(upstream, NO_POLL_LABEL, [], { WAYGATE_BUSY_POLL_US: '0' });
 
     if (opts.targets.includes('portkey')) {
       const why = ensurePortkey(write);
@@ -373,7 +374,7 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
     }
     foreign.all = foreignAll();
     for (const g of gateways) if (g.pid) results.get(g.name)!.rssEnd = memoryMbOf(g.pid);
-    if (waygate) serverErrors = waygate.errorLines();
+    serverErrors = [waygate, waygateNoPoll].flatMap((server) => server?.errorLines() ?? []);
 
     // Memory: a fresh Waygate, idle RSS, then --memory-requests non-stream chat requests at concurrency 64.
     if (waygate && opts.memoryRequests > 0) {

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createContext, type Context } from './context.js';
-import { attachLoopPoller, type LoopPoller } from './platform/loop-poller.js';
+import { startLoopPoller, type LoopPoller } from './platform/loop-poller.js';
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -35,7 +35,7 @@ export async function startServer(config: Config, announce: (line: string) => vo
   const app = await buildApp(ctx);
   await ctx.startWorkers();
   const address = await app.listen({ port: config.port, host: config.host });
-  const { poller, detach: detachPoller } = attachLoopPoller(app.server, config.busyPollUs);
+  const { poller, stop: stopPoller } = startLoopPoller(config.busyPollUs);
   ctx.health.markServing();
   let stopping: Promise<void> | null = null;
   return {
@@ -46,7 +46,6 @@ export async function startServer(config: Config, announce: (line: string) => vo
     stop: () => {
       stopping ??= (async () => {
         ctx.health.markStopping();
-        detachPoller();
         // Readiness already answers 503; give the load balancer time to notice before the listener closes.
         if (config.shutdownDelaySeconds > 0) await sleep(config.shutdownDelaySeconds * 1000);
         const deadline = setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
@@ -55,6 +54,7 @@ export async function startServer(config: Config, announce: (line: string) => vo
           await app.close();
         } finally {
           clearTimeout(deadline);
+          stopPoller();
         }
       })();
       return stopping;

@@ -97,25 +97,36 @@ export async function terminate(child: ChildProcess, graceMs: number): Promise<v
 const CLOCK_TICKS = 100;
 
 export function cpuSecondsOf(pid: number): number {
-  return scheduledSecondsOf(pid) ?? tickSecondsOf(pid);
+  return SCHEDULER_TIMES ? scheduledSecondsOf(pid) : tickSecondsOf(pid);
 }
 
+/** Whether this kernel shows the scheduler's per-thread run time (CONFIG_SCHED_DEBUG); decided once per run. */
+const SCHEDULER_TIMES = fs.existsSync(`/proc/${process.pid}/task/${process.pid}/sched`);
+
 /**
- * CPU time from the scheduler (`se.sum_exec_runtime` in ms, to the nanosecond, summed over the process's threads):
- * fine enough for a few hundred sparse requests. Null where /proc/<pid>/task/<tid>/sched is missing.
+ * CPU time from the scheduler (`se.sum_exec_runtime` in ms, to the nanosecond, summed over the process's live
+ * threads): fine enough for a few hundred sparse requests. A thread that ends between the listing and the read is
+ * left out, as are threads that ended before (their time is gone from /proc).
  */
-function scheduledSecondsOf(pid: number): number | null {
+function scheduledSecondsOf(pid: number): number {
+  let ms = 0;
+  let tids: string[];
   try {
-    let ms = 0;
-    for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
-      const match = /se\.sum_exec_runtime\s*:\s*([\d.]+)/.exec(fs.readFileSync(`/proc/${pid}/task/${tid}/sched`, 'utf8'));
-      if (!match) return null;
-      ms += Number(match[1]);
-    }
-    return ms / 1000;
+    tids = fs.readdirSync(`/proc/${pid}/task`);
   } catch {
-    return null;
+    return Number.NaN;
   }
+  for (const tid of tids) {
+    let text: string;
+    try {
+      text = fs.readFileSync(`/proc/${pid}/task/${tid}/sched`, 'utf8');
+    } catch {
+      continue;
+    }
+    const match = /se\.sum_exec_runtime\s*:\s*([\d.]+)/.exec(text);
+    if (match) ms += Number(match[1]);
+  }
+  return ms / 1000;
 }
 
 /** CPU time in clock ticks (10 ms) from /proc/<pid>/stat. */
