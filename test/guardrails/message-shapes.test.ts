@@ -62,6 +62,22 @@ describe('guardrails read every message shape the upstream receives', () => {
       expect(asString.json().error).toMatchObject({ type: 'guardrail_block', findings: [{ category: 'credit_card' }] });
     });
 
+    // Regression: these were forwarded unread when they were not strings.
+    it.each([
+      ['reasoning_content', { reasoning_content: { text: CARD } }, /reasoning_content/],
+      ['reasoning', { reasoning: [String(CARD)] }, /reasoning/],
+      ['audio.transcript', { audio: { id: 'audio_1', transcript: CARD } }, /audio.*transcript/],
+    ])('an earlier answer whose %s is not a string is refused before the upstream', async (_field, extra, named) => {
+      for (const model of [claude, blockIn]) {
+        const messages = [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'ok', ...extra }, { role: 'user', content: 'again' }];
+        const res = await chat(model, { messages });
+        expect(res.statusCode, res.body).toBe(400);
+        expect(res.json().error.message).toMatch(named);
+      }
+      expect(anthropic.requests).toHaveLength(0);
+      expect(fake.requests).toHaveLength(0);
+    });
+
     it('a refusal content part and a legacy function call are read: blocked before the upstream', async () => {
       for (const messages of [refusalPartTurn(`mail ${EMAIL}`), functionCallTurn(`{"to":"${EMAIL}"}`)]) {
         const res = await chat(blockIn, { messages });

@@ -13,7 +13,8 @@ const MaxTokens = Type.Optional(Type.Union([Type.Integer({ minimum: 1 }), Type.N
 const ContentPart = Type.Object({ type: Type.String({ minLength: 1 }), text: Type.Optional(Type.String()), refusal: Type.Optional(Type.String()) }, open);
 /**
  * Function arguments and a refusal must be strings too (OpenAI's rule): guardrails read strings, and a provider would
- * otherwise forward, or serialise, a value none of them read.
+ * otherwise forward, or serialise, a value none of them read. The same holds for an earlier answer's reasoning
+ * (DeepSeek's `reasoning_content`, vLLM's and OpenRouter's `reasoning`) and its audio transcript.
  */
 const FunctionCall = Type.Object({ arguments: Type.Optional(Type.String()) }, open);
 const ToolCall = Type.Object({ function: Type.Optional(FunctionCall) }, open);
@@ -23,6 +24,9 @@ const Message = Type.Object(
     // Parts first: a bad part is then named in the error ("content.0.text must be of type string").
     content: Type.Optional(Type.Union([Type.Array(ContentPart), Type.String(), Type.Null()])),
     refusal: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    reasoning_content: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    reasoning: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+    audio: Type.Optional(Type.Union([Type.Object({ transcript: Type.Optional(Type.String()) }, open), Type.Null()])),
     tool_calls: Type.Optional(Type.Union([Type.Array(ToolCall), Type.Null()])),
     function_call: Type.Optional(Type.Union([FunctionCall, Type.Null()])),
   },
