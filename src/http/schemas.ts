@@ -34,12 +34,13 @@ const METHODS_WITH_BODIES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
  * A route's schema as the OpenAPI description shows it: with the answers every route can give besides its own, 415
- * for a non-empty body that is not JSON on a method that carries one, and 503 while the database or Redis is
- * unreachable.
+ * for a non-empty body that is not JSON on a method that carries one (unless the route `consumes` any media type),
+ * and 503 while the database or Redis is unreachable.
  */
-export function withCommonErrors<T extends { response?: unknown }>(schema: T, method: string | string[]): T {
+export function withCommonErrors<T extends { response?: unknown; consumes?: readonly string[] }>(schema: T, method: string | string[]): T {
   const methods = Array.isArray(method) ? method : [method];
-  const common = methods.some((m) => METHODS_WITH_BODIES.has(m)) ? errorResponses(415, 503) : errorResponses(503);
+  const takesJson = methods.some((m) => METHODS_WITH_BODIES.has(m)) && !schema.consumes?.includes('*/*');
+  const common = takesJson ? errorResponses(415, 503) : errorResponses(503);
   return { ...schema, response: { ...common, ...(schema.response as object | undefined) } };
 }
 

@@ -68,6 +68,8 @@ export const putObjectSchema = {
   operationId: 'files.putObject',
   tags: ['client'],
   summary: 'Store the raw body (any content type) under the key, replacing what was there',
+  /** Every media type is taken as is, so this route never answers 415 (see withCommonErrors). */
+  consumes: ['*/*'],
   params: ObjectParams,
   response: { 201: ObjectView, ...errorResponses(400, 401, 403, 404, 413) },
 };
