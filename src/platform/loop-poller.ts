@@ -89,9 +89,13 @@ export class LoopPoller {
 
   private readonly tick = (): void => {
     const now = this.now();
-    if (now - this.lastTickMs > BUSY_GAP_MS) this.lastActivityMs = now;
+    const gapMs = now - this.lastTickMs;
     this.lastTickMs = now;
-    if (!this.stopped && (now - this.lastActivityMs!) * 1000 < this.currentWindowUs) this.schedule(this.tick);
+    if (gapMs > BUSY_GAP_MS) this.lastActivityMs = now;
+    // Work that outlasted the whole window means a saturated loop, whose next wait finds events ready anyway: polling
+    // would only cost it the events that pile up while it blocks, handled together. The next activity starts again.
+    const saturated = gapMs * 1000 > this.maxWindowUs;
+    if (!this.stopped && !saturated && (now - this.lastActivityMs!) * 1000 < this.currentWindowUs) this.schedule(this.tick);
     else this.polling = false;
   };
 }

@@ -78,7 +78,7 @@ describe('LoopPoller', () => {
   it('keeps polling while other callbacks run between its ticks, and stops the window after the last of them', () => {
     const d = drivenPoller(200);
     d.poller.activity();
-    // 50 µs of other work between ticks (a busy loop), for far longer than the window: polling goes on.
+    // 50 µs of other work between ticks (a busy loop, not a saturated one), for far longer than the window: polling goes on.
     for (let i = 0; i < 100; i++) expect(d.tick(0.05)).toBe(true);
     expect(d.poller.isPolling).toBe(true);
     expect(d.drain()).toBeLessThanOrEqual(202);
@@ -90,6 +90,19 @@ describe('LoopPoller', () => {
     while (d.tick(0.019)) ticks++;
     expect(ticks).toBeGreaterThanOrEqual(Math.floor(ticksInWindow));
     expect(ticks).toBeLessThanOrEqual(Math.ceil(ticksInWindow) + 1);
+  });
+
+  it('stops after work longer than the largest window (a saturated loop), until the next activity', () => {
+    const d = drivenPoller(200);
+    d.poller.activity();
+    expect(d.tick(0.15)).toBe(true);
+    expect(d.poller.isPolling).toBe(true);
+    expect(d.tick(0.25)).toBe(true);
+    expect(d.poller.isPolling).toBe(false);
+    expect(d.scheduled).toBe(false);
+    d.poller.activity();
+    expect(d.poller.isPolling).toBe(true);
+    expect(d.poller.starts).toBe(2);
   });
 
   it('activity while polling extends the window instead of starting a second chain', () => {
