@@ -12,6 +12,7 @@ import { migration0008AgentRevisions } from './migrations/0008_agent_revisions.j
 import { migration0009BatchRunningIndex } from './migrations/0009_batch_running_index.js';
 import { migration0010UsageSessionIndex } from './migrations/0010_usage_session_index.js';
 import { migration0011UserEmailNfc } from './migrations/0011_user_email_nfc.js';
+import { migration0012ModelGuardrailLinks } from './migrations/0012_model_guardrail_links.js';
 
 /** Forward-only migrations, the same files for SQLite and PostgreSQL, applied in name order. */
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -27,6 +28,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0009_batch_running_index': migration0009BatchRunningIndex,
     '0010_usage_session_index': migration0010UsageSessionIndex,
     '0011_user_email_nfc': migration0011UserEmailNfc,
+    '0012_model_guardrail_links': migration0012ModelGuardrailLinks(dialect),
   };
 }
 

@@ -243,6 +243,14 @@ export interface GuardrailsTable {
   updated_at: number;
 }
 
+/** A guardrail a model names (either stage), held to both rows by foreign keys. */
+export interface ModelGuardrailsTable {
+  tenant_id: string;
+  project_id: string;
+  model_key: string;
+  guardrail_key: string;
+}
+
 export interface GuardrailEvaluationsTable {
   id: string;
   tenant_id: string;
@@ -338,6 +346,7 @@ export interface Database {
   batch_items: BatchItemsTable;
   batch_workers: BatchWorkersTable;
   guardrails: GuardrailsTable;
+  model_guardrails: ModelGuardrailsTable;
   guardrail_evaluations: GuardrailEvaluationsTable;
   agents: AgentsTable;
   agent_versions: AgentVersionsTable;

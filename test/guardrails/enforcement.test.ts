@@ -211,11 +211,17 @@ describe.each(BACKENDS)('guardrails enforced on model calls on %s', (backend) =>
 
   it('a model naming a guardrail removed behind the API refuses calls rather than skip the check', async () => {
     const key = await model({ input: ['pii-flag'] });
+    // Its links hold it (a foreign key), so whoever removes it behind the API removes them first.
+    await t.ctx.database.db.deleteFrom('model_guardrails').where('guardrail_key', '=', 'pii-flag').execute();
     await t.ctx.database.db.deleteFrom('guardrails').where('key', '=', 'pii-flag').execute();
     // Any change through the API drops the project's cached guardrails, so the next call reads the table again.
     await call(t.app, t.adminSession, { method: 'PATCH', url: '/api/guardrails/shield', payload: { name: 'Shield' } });
     const res = await chat(key, 'hello');
     expect(res.statusCode).toBe(400);
     expect(res.json().error).toMatchObject({ code: 'guardrail_missing', message: `Model "${key}" names guardrail "pii-flag", which does not exist in this project` });
+    // The model stays editable while its guardrails are left as they are, and naming them again is refused.
+    expect((await call(t.app, t.adminSession, { method: 'PATCH', url: `/api/models/${key}`, payload: { name: 'Renamed' } })).statusCode).toBe(200);
+    const renamed = await call(t.app, t.adminSession, { method: 'PATCH', url: `/api/models/${key}`, payload: { guardrails: { input: ['pii-flag'], output: [] } } });
+    expect(renamed.statusCode).toBe(400);
   });
 });

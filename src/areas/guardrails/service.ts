@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { isUniqueViolation } from '../../db/errors.js';
+import { isForeignKeyViolation, isUniqueViolation } from '../../db/errors.js';
 import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import { compileBodyValidator, formatValidationError } from '../../http/validation.js';
@@ -135,11 +135,20 @@ export class GuardrailService {
     return updated;
   }
 
-  /** A guardrail a model still names cannot go: the model would run without it. */
+  /**
+   * A guardrail a model still names cannot go: the model would run without it. The database has the last word (the
+   * links' foreign key), so a model that names it on another instance meanwhile keeps it too.
+   */
   async delete(scope: ProjectScope, key: string): Promise<void> {
+    const inUse = (models: string[]) => ERRORS.conflict(`Guardrail "${key}" is used by model ${models.map((m) => `"${m}"`).join(', ')}; remove it from the model first`);
     const users = (await this.models.list(scope)).filter((m) => m.guardrails.input.includes(key) || m.guardrails.output.includes(key));
-    if (users.length > 0) throw ERRORS.conflict(`Guardrail "${key}" is used by model ${users.map((m) => `"${m.key}"`).join(', ')}; remove it from the model first`);
-    if (!(await this.store.delete(scope, key))) throw ERRORS.notFound('Guardrail', key);
+    if (users.length > 0) throw inUse(users.map((m) => m.key));
+    try {
+      if (!(await this.store.delete(scope, key))) throw ERRORS.notFound('Guardrail', key);
+    } catch (err) {
+      if (isForeignKeyViolation(err)) throw inUse(await this.store.namedBy(scope, key));
+      throw err;
+    }
     await this.changed(scope);
   }
 

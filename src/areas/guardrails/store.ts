@@ -149,6 +149,20 @@ export class GuardrailStore {
     return rows.map(toRecord);
   }
 
+  /** The models that name the guardrail, by key; what keeps it from being deleted. */
+  async namedBy(scope: ProjectScope, key: string): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('model_guardrails')
+      .select('model_key')
+      .where('tenant_id', '=', scope.tenantId)
+      .where('project_id', '=', scope.projectId)
+      .where('guardrail_key', '=', key)
+      .orderBy('model_key')
+      .execute();
+    return rows.map((row) => row.model_key);
+  }
+
+  /** Fails with a foreign-key violation while a model names the guardrail (namedBy). */
   async delete(scope: ProjectScope, key: string): Promise<boolean> {
     const result = await this.db
       .deleteFrom('guardrails')

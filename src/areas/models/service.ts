@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { isUniqueViolation } from '../../db/errors.js';
+import { isForeignKeyViolation, isUniqueViolation } from '../../db/errors.js';
 import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import type { Bus } from '../../platform/bus.js';
@@ -141,6 +141,21 @@ function offeredCapabilities(type: ProviderType, upstreamModel: string): readonl
   }
 }
 
+/** The guardrail keys a model names at either stage, once each and sorted. */
+function namedGuardrails(guardrails: ModelGuardrails): string[] {
+  return [...new Set([...guardrails.input, ...guardrails.output])].sort();
+}
+
+/**
+ * A write refused by the guardrail links' foreign key: a guardrail the model names was deleted between the check and
+ * the write (on another instance, or behind the API). Anything else is passed on.
+ */
+function deletedGuardrail(err: unknown, model: ModelRecord): unknown {
+  if (!isForeignKeyViolation(err)) return err;
+  const keys = namedGuardrails(model.guardrails).map((key) => `"${key}"`).join(', ');
+  return ERRORS.validation(`guardrails: one of the guardrails named (${keys}) does not exist in this project any more; it was deleted meanwhile`);
+}
+
 function sameMembers<T>(a: readonly T[], b: readonly T[]): boolean {
   return a.length === b.length && a.every((item) => b.includes(item));
 }
@@ -248,7 +263,7 @@ export class ModelService {
     try {
       await this.store.insert(ready);
     } catch (err) {
-      throw isUniqueViolation(err) ? ERRORS.conflict(`A model with key "${input.key}" already exists`) : err;
+      throw isUniqueViolation(err) ? ERRORS.conflict(`A model with key "${input.key}" already exists`) : deletedGuardrail(err, ready);
     }
     await this.changed(scope);
     return ready;
@@ -265,7 +280,12 @@ export class ModelService {
       // Provider fields the patch omits keep their stored values in apply(); a new type starts without the old baseUrl.
       const provider: ProviderInput = { ...patch.provider, type: patch.provider?.type ?? current.provider.type };
       const next = await this.apply(scope, { ...current, updatedAt: changedAt(current.updatedAt) }, { ...patch, key, provider, capabilities: patch.capabilities ?? current.capabilities });
-      return (await this.store.update(next, current.updatedAt)) ? next : null;
+      const relink = namedGuardrails(current.guardrails).join('\n') !== namedGuardrails(next.guardrails).join('\n');
+      try {
+        return (await this.store.update(next, current.updatedAt, relink)) ? next : null;
+      } catch (err) {
+        throw deletedGuardrail(err, next);
+      }
     });
     if (!updated) throw ERRORS.conflict(`Model "${key}" kept changing while this change was applied; try again`);
     await this.changed(scope);

@@ -1,5 +1,6 @@
 import type { Selectable } from 'kysely';
 import { fromJson, toJson } from '../../db/json.js';
+import type { Transactor } from '../../db/index.js';
 import type { Db, Dialect, ModelsTable } from '../../db/types.js';
 import type { ProjectScope } from '../../http/principal.js';
 import type { Capability, MockOptions, ProviderType } from '../../providers/types.js';
@@ -80,8 +81,13 @@ function toRecord(row: Selectable<ModelsTable>): ModelRecord {
   };
 }
 
+/** The guardrail keys a model names at either stage, once each. */
+function namedGuardrails(model: ModelRecord): string[] {
+  return [...new Set([...model.guardrails.input, ...model.guardrails.output])];
+}
+
 export class ModelStore {
-  constructor(private readonly db: Db, private readonly dialect: Dialect) {}
+  constructor(private readonly db: Db, private readonly dialect: Dialect, private readonly transaction: Transactor) {}
 
   private columns(model: ModelRecord) {
     return {
@@ -98,24 +104,52 @@ export class ModelStore {
     };
   }
 
+  /**
+   * Inserts the model and its guardrail links in one transaction. A named guardrail that does not exist (deleted
+   * meanwhile, maybe on another instance) fails the insert with a foreign-key violation.
+   */
   async insert(model: ModelRecord): Promise<void> {
-    await this.db
-      .insertInto('models')
-      .values({ id: model.id, tenant_id: model.tenantId, project_id: model.projectId, key: model.key, created_at: model.createdAt, ...this.columns(model) })
-      .execute();
+    await this.transaction(async (trx) => {
+      await trx
+        .insertInto('models')
+        .values({ id: model.id, tenant_id: model.tenantId, project_id: model.projectId, key: model.key, created_at: model.createdAt, ...this.columns(model) })
+        .execute();
+      await this.link(trx, model);
+    });
   }
 
-  /** Writes the model unless another change landed since it was read (`readAt`: its updatedAt then); false if one did. */
-  async update(model: ModelRecord, readAt: number): Promise<boolean> {
-    const result = await this.db
-      .updateTable('models')
-      .set(this.columns(model))
-      .where('tenant_id', '=', model.tenantId)
-      .where('project_id', '=', model.projectId)
-      .where('key', '=', model.key)
-      .where('updated_at', '=', readAt)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
+  /**
+   * Writes the model unless another change landed since it was read (`readAt`: its updatedAt then); false if one did.
+   * `relink`: the guardrails it names changed, so its links are written again (a foreign-key violation when one of
+   * them no longer exists). Unchanged, they are left alone: a model naming a guardrail removed behind the API stays
+   * editable.
+   */
+  async update(model: ModelRecord, readAt: number, relink: boolean): Promise<boolean> {
+    return this.transaction(async (trx) => {
+      const result = await trx
+        .updateTable('models')
+        .set(this.columns(model))
+        .where('tenant_id', '=', model.tenantId)
+        .where('project_id', '=', model.projectId)
+        .where('key', '=', model.key)
+        .where('updated_at', '=', readAt)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) return false;
+      if (relink) {
+        await trx.deleteFrom('model_guardrails').where('tenant_id', '=', model.tenantId).where('project_id', '=', model.projectId).where('model_key', '=', model.key).execute();
+        await this.link(trx, model);
+      }
+      return true;
+    });
+  }
+
+  private async link(trx: Db, model: ModelRecord): Promise<void> {
+    const keys = namedGuardrails(model);
+    if (keys.length === 0) return;
+    await trx
+      .insertInto('model_guardrails')
+      .values(keys.map((key) => ({ tenant_id: model.tenantId, project_id: model.projectId, model_key: model.key, guardrail_key: key })))
+      .execute();
   }
 
   async list(scope: ProjectScope): Promise<ModelRecord[]> {

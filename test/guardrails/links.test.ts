@@ -1,0 +1,102 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toJson } from '../../src/db/json.js';
+import { migrateToLatest, schemaMigrator } from '../../src/db/migrate.js';
+import { randomBase32 } from '../../src/platform/ids.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call } from '../helpers/app.js';
+import { tempDatabases } from '../helpers/databases.js';
+import { twoInstances, type TwoInstances } from '../helpers/instances.js';
+import { chatBody } from '../helpers/models.js';
+import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
+
+const hasRedis = await redisReachable();
+if (!hasRedis) console.warn(`skipping guardrail link tests across instances: no Redis at ${TEST_REDIS_URL}`);
+
+const ROUNDS = 20;
+const newKey = (prefix: string) => `${prefix}-${randomBase32(8).toLowerCase()}`;
+
+/**
+ * A guardrail a model names cannot be deleted, and a deleted one cannot be named. Each instance checks against its
+ * cached copy of the other area, so two such changes at once on two instances used to both succeed (3 rounds in 20):
+ * the model then answered every call with `guardrail_missing`. The links' foreign key now decides.
+ */
+describe.skipIf(!hasRedis).each(BACKENDS)('a guardrail deleted on one instance while another names it, on %s', (backend) => {
+  let a: FastifyInstance;
+  let b: FastifyInstance;
+  let instances: TwoInstances;
+  let session: string;
+  let token: string;
+
+  beforeAll(async () => {
+    instances = await twoInstances(backend);
+    ({ a, b } = instances);
+    session = (await a.inject({ method: 'POST', url: '/api/auth/login', payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } })).json().token;
+    const created = await call(a, session, { method: 'POST', url: '/api/tokens', payload: { name: 'links', projectId: 'default', role: 'member' } });
+    if (created.statusCode !== 201) throw new Error(created.body);
+    token = created.json().value;
+  });
+
+  afterAll(async () => {
+    await instances?.close();
+  });
+
+  it(`never leaves a model naming a deleted guardrail (${ROUNDS} rounds)`, async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const guardrail = newKey('g');
+      const model = newKey('m');
+      expect((await call(a, session, { method: 'POST', url: '/api/guardrails', payload: { key: guardrail, type: 'pii', action: 'flag' } })).statusCode).toBe(201);
+      expect((await call(a, session, { method: 'POST', url: '/api/models', payload: { key: model, provider: { type: 'mock', mock: { reply: 'ok' } }, capabilities: ['chat'] } })).statusCode).toBe(201);
+      // Both instances have the project's guardrails and models cached, the new ones included.
+      for (const app of [a, b]) {
+        const listed = await call(app, session, { method: 'GET', url: '/api/guardrails' });
+        expect(listed.json().guardrails.map((g: { key: string }) => g.key)).toContain(guardrail);
+        expect((await call(app, token, { method: 'POST', url: '/api/client/v1/chat/completions', payload: chatBody(model) })).statusCode).toBe(200);
+      }
+      const [deleted, named] = await Promise.all([
+        call(a, session, { method: 'DELETE', url: `/api/guardrails/${guardrail}` }),
+        call(b, session, { method: 'PATCH', url: `/api/models/${model}`, payload: { guardrails: { input: [guardrail] } } }),
+      ]);
+      const outcome = `round ${round}: delete ${deleted.statusCode} ${deleted.body}, name ${named.statusCode} ${named.body}`;
+      // One of them wins: the delete (the PATCH is a 400) or the PATCH (the delete is a 409 naming the model).
+      expect([deleted.statusCode, named.statusCode].sort(), outcome).toSatisfy((codes: number[]) => codes.join() === '200,400' || codes.join() === '200,409');
+      if (deleted.statusCode === 409) expect(deleted.json().error.message, outcome).toContain(`"${model}"`);
+      if (named.statusCode === 400) expect(named.json().error.message, outcome).toContain(guardrail);
+      // Whichever won, the model still answers.
+      const chat = await call(a, token, { method: 'POST', url: '/api/client/v1/chat/completions', payload: chatBody(model) });
+      expect(chat.statusCode, `${outcome}; chat ${chat.body}`).toBe(200);
+    }
+  });
+});
+
+const database = tempDatabases();
+
+/** Models stored before migration 0012 get links for the guardrails they name. */
+describe.each(BACKENDS)('guardrail links of models stored before them, on %s', (backend) => {
+  it('are made for each guardrail a model names, except one that no longer exists', async () => {
+    const handle = await database(backend);
+    expect((await schemaMigrator(handle.db, handle.dialect).migrateTo('0011_user_email_nfc')).error).toBeUndefined();
+    const db = handle.db;
+    const json = (value: unknown) => toJson(handle.dialect, value) as string;
+    await db.insertInto('tenants').values({ id: 'ten_1', name: 'T', created_at: 1 }).execute();
+    await db.insertInto('projects').values({ id: 'prj_1', tenant_id: 'ten_1', key: 'default', name: 'Default', created_at: 1 }).execute();
+    const guardrail = (key: string) => ({ id: `grd_${key}`, tenant_id: 'ten_1', project_id: 'prj_1', key, name: key, type: 'pii', action: 'flag', target: 'both', config: json({}), model_key: null, fail_mode: 'closed', enabled: 1, created_at: 1, updated_at: 1 });
+    await db.insertInto('guardrails').values([guardrail('pii'), guardrail('shield')]).execute();
+    const model = (key: string, guardrails: { input: string[]; output: string[] }) => ({
+      id: `mdl_${key}`, tenant_id: 'ten_1', project_id: 'prj_1', key, name: key, provider_type: 'mock', provider: json({ type: 'mock' }), provider_secrets: null,
+      upstream_model: key, capabilities: json(['chat']), pricing: null, guardrails: json(guardrails), fallbacks: json([]), created_at: 1, updated_at: 1,
+    });
+    await db
+      .insertInto('models')
+      .values([model('both', { input: ['pii', 'shield'], output: ['pii'] }), model('gone', { input: ['deleted-long-ago'], output: ['shield'] }), model('none', { input: [], output: [] })])
+      .execute();
+    await migrateToLatest(handle.db, handle.dialect);
+    const links = await db.selectFrom('model_guardrails').select(['model_key', 'guardrail_key']).orderBy('model_key').orderBy('guardrail_key').execute();
+    expect(links).toEqual([
+      { model_key: 'both', guardrail_key: 'pii' },
+      { model_key: 'both', guardrail_key: 'shield' },
+      { model_key: 'gone', guardrail_key: 'shield' },
+    ]);
+    // The database now holds the guardrail to the model that names it.
+    await expect(db.deleteFrom('guardrails').where('key', '=', 'shield').execute()).rejects.toThrow();
+  });
+});
