@@ -1,11 +1,10 @@
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toJson } from '../../src/db/json.js';
 import { migrateToLatest, schemaMigrator } from '../../src/db/migrate.js';
 import { randomBase32 } from '../../src/platform/ids.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call } from '../helpers/app.js';
+import { BACKENDS, call } from '../helpers/app.js';
 import { tempDatabases } from '../helpers/databases.js';
-import { twoInstances, type TwoInstances } from '../helpers/instances.js';
+import { twoInstancesSignedIn, type SignedInInstances } from '../helpers/instances.js';
 import { chatBody } from '../helpers/models.js';
 import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
 
@@ -21,40 +20,27 @@ const newKey = (prefix: string) => `${prefix}-${randomBase32(8).toLowerCase()}`;
  * the model then answered every call with `guardrail_missing`. The links' foreign key now decides.
  */
 describe.skipIf(!hasRedis).each(BACKENDS)('a guardrail deleted on one instance while another names it, on %s', (backend) => {
-  let a: FastifyInstance;
-  let b: FastifyInstance;
-  let instances: TwoInstances;
-  let session: string;
-  let token: string;
-
+  let t: SignedInInstances;
   beforeAll(async () => {
-    instances = await twoInstances(backend);
-    ({ a, b } = instances);
-    session = (await a.inject({ method: 'POST', url: '/api/auth/login', payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } })).json().token;
-    const created = await call(a, session, { method: 'POST', url: '/api/tokens', payload: { name: 'links', projectId: 'default', role: 'member' } });
-    if (created.statusCode !== 201) throw new Error(created.body);
-    token = created.json().value;
+    t = await twoInstancesSignedIn(backend);
   });
-
-  afterAll(async () => {
-    await instances?.close();
-  });
+  afterAll(() => t?.close());
 
   it(`never leaves a model naming a deleted guardrail (${ROUNDS} rounds)`, async () => {
     for (let round = 0; round < ROUNDS; round++) {
       const guardrail = newKey('g');
       const model = newKey('m');
-      expect((await call(a, session, { method: 'POST', url: '/api/guardrails', payload: { key: guardrail, type: 'pii', action: 'flag' } })).statusCode).toBe(201);
-      expect((await call(a, session, { method: 'POST', url: '/api/models', payload: { key: model, provider: { type: 'mock', mock: { reply: 'ok' } }, capabilities: ['chat'] } })).statusCode).toBe(201);
+      expect((await call(t.a, t.session, { method: 'POST', url: '/api/guardrails', payload: { key: guardrail, type: 'pii', action: 'flag' } })).statusCode).toBe(201);
+      expect((await call(t.a, t.session, { method: 'POST', url: '/api/models', payload: { key: model, provider: { type: 'mock', mock: { reply: 'ok' } }, capabilities: ['chat'] } })).statusCode).toBe(201);
       // Both instances have the project's guardrails and models cached, the new ones included.
-      for (const app of [a, b]) {
-        const listed = await call(app, session, { method: 'GET', url: '/api/guardrails' });
+      for (const app of [t.a, t.b]) {
+        const listed = await call(app, t.session, { method: 'GET', url: '/api/guardrails' });
         expect(listed.json().guardrails.map((g: { key: string }) => g.key)).toContain(guardrail);
-        expect((await call(app, token, { method: 'POST', url: '/api/client/v1/chat/completions', payload: chatBody(model) })).statusCode).toBe(200);
+        expect((await call(app, t.token, { method: 'POST', url: '/api/client/v1/chat/completions', payload: chatBody(model) })).statusCode).toBe(200);
       }
       const [deleted, named] = await Promise.all([
-        call(a, session, { method: 'DELETE', url: `/api/guardrails/${guardrail}` }),
-        call(b, session, { method: 'PATCH', url: `/api/models/${model}`, payload: { guardrails: { input: [guardrail] } } }),
+        call(t.a, t.session, { method: 'DELETE', url: `/api/guardrails/${guardrail}` }),
+        call(t.b, t.session, { method: 'PATCH', url: `/api/models/${model}`, payload: { guardrails: { input: [guardrail] } } }),
       ]);
       const outcome = `round ${round}: delete ${deleted.statusCode} ${deleted.body}, name ${named.statusCode} ${named.body}`;
       // One of them wins: the delete (the PATCH is a 400) or the PATCH (the delete is a 409 naming the model).
@@ -62,7 +48,7 @@ describe.skipIf(!hasRedis).each(BACKENDS)('a guardrail deleted on one instance w
       if (deleted.statusCode === 409) expect(deleted.json().error.message, outcome).toContain(`"${model}"`);
       if (named.statusCode === 400) expect(named.json().error.message, outcome).toContain(guardrail);
       // Whichever won, the model still answers.
-      const chat = await call(a, token, { method: 'POST', url: '/api/client/v1/chat/completions', payload: chatBody(model) });
+      const chat = await call(t.a, t.token, { method: 'POST', url: '/api/client/v1/chat/completions', payload: chatBody(model) });
       expect(chat.statusCode, `${outcome}; chat ${chat.body}`).toBe(200);
     }
   });

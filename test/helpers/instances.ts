@@ -5,7 +5,7 @@ import type { Context } from '../../src/context.js';
 import { createContext } from '../../src/context.js';
 import { RedisCache } from '../../src/platform/cache.js';
 import { randomBase32 } from '../../src/platform/ids.js';
-import { deploymentConfig, tempDeployment, type Backend } from './app.js';
+import { ADMIN_EMAIL, ADMIN_PASSWORD, call, deploymentConfig, tempDeployment, type Backend } from './app.js';
 import { TEST_REDIS_URL } from './redis.js';
 
 export interface TwoInstances {
@@ -37,4 +37,17 @@ export async function twoInstances(backend: Backend, env: Record<string, string>
       await deployment.remove();
     },
   };
+}
+
+export type SignedInInstances = TwoInstances & { session: string; token: string };
+
+/** Two instances, the admin's session (logged in on the first) and a member token of project default. */
+export async function twoInstancesSignedIn(backend: Backend): Promise<SignedInInstances> {
+  const instances = await twoInstances(backend);
+  const login = await instances.a.inject({ method: 'POST', url: '/api/auth/login', payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } });
+  if (login.statusCode !== 200) throw new Error(`login failed: ${login.body}`);
+  const session = login.json().token as string;
+  const created = await call(instances.a, session, { method: 'POST', url: '/api/tokens', payload: { name: 'shared', projectId: 'default', role: 'member' } });
+  if (created.statusCode !== 201) throw new Error(created.body);
+  return { ...instances, session, token: created.json().value as string };
 }

@@ -1,8 +1,8 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBase32 } from '../../src/platform/ids.js';
-import { ADMIN_EMAIL, ADMIN_PASSWORD, BACKENDS, call } from '../helpers/app.js';
-import { twoInstances, type TwoInstances } from '../helpers/instances.js';
+import { BACKENDS, call } from '../helpers/app.js';
+import { twoInstancesSignedIn, type SignedInInstances } from '../helpers/instances.js';
 import { chatBody } from '../helpers/models.js';
 import { redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
 
@@ -31,17 +31,13 @@ const replyOf = (res: LightMyRequestResponse) => (res.statusCode === 200 ? (res.
 describe.skipIf(!hasRedis).each(BACKENDS)('model changes across two instances sharing %s and Redis', (backend) => {
   let a: FastifyInstance;
   let b: FastifyInstance;
-  let instances: TwoInstances;
+  let instances: SignedInInstances;
   let session: string;
   let token: string;
 
   beforeAll(async () => {
-    instances = await twoInstances(backend);
-    ({ a, b } = instances);
-    session = (await a.inject({ method: 'POST', url: '/api/auth/login', payload: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD } })).json().token;
-    const created = await call(a, session, { method: 'POST', url: '/api/tokens', payload: { name: 'shared', projectId: 'default', role: 'member' } });
-    if (created.statusCode !== 201) throw new Error(created.body);
-    token = created.json().value;
+    instances = await twoInstancesSignedIn(backend);
+    ({ a, b, session, token } = instances);
   });
 
   afterAll(async () => {
