@@ -8,6 +8,13 @@ import { performance } from 'node:perf_hooks';
  */
 const BUSY_GAP_MS = 0.02;
 
+/**
+ * A loop saturated with work comes back to its tick this late, tick after tick: its next wait finds events ready
+ * anyway. One long callback (a collection, a large body) does not count: it takes this many long gaps in a row.
+ */
+const SATURATED_GAP_MS = 1;
+const SATURATED_TICKS = 3;
+
 /** The smallest window is this fraction of the largest: sparse traffic still polls a little and can grow back. */
 const MIN_WINDOW_SHARE = 1 / 8;
 
@@ -40,6 +47,7 @@ export class LoopPoller {
   private stopped = false;
   private lastActivityMs: number | null = null;
   private lastTickMs = 0;
+  private longGaps = 0;
   private startCount = 0;
 
   constructor(
@@ -73,6 +81,7 @@ export class LoopPoller {
       this.polling = true;
       this.startCount++;
       this.lastTickMs = now;
+      this.longGaps = 0;
       this.schedule(this.tick);
     }
     this.lastActivityMs = now;
@@ -92,9 +101,10 @@ export class LoopPoller {
     const gapMs = now - this.lastTickMs;
     this.lastTickMs = now;
     if (gapMs > BUSY_GAP_MS) this.lastActivityMs = now;
-    // Work that outlasted the whole window means a saturated loop, whose next wait finds events ready anyway: polling
-    // would only cost it the events that pile up while it blocks, handled together. The next activity starts again.
-    const saturated = gapMs * 1000 > this.maxWindowUs;
+    // A saturated loop gains nothing from polling, and on a one-core pin its rare idle moments are when V8's helper
+    // threads run. The next activity starts polling again.
+    this.longGaps = gapMs > SATURATED_GAP_MS ? this.longGaps + 1 : 0;
+    const saturated = this.longGaps >= SATURATED_TICKS;
     if (!this.stopped && !saturated && (now - this.lastActivityMs!) * 1000 < this.currentWindowUs) this.schedule(this.tick);
     else this.polling = false;
   };

@@ -92,17 +92,30 @@ describe('LoopPoller', () => {
     expect(ticks).toBeLessThanOrEqual(Math.ceil(ticksInWindow) + 1);
   });
 
-  it('stops after work longer than the largest window (a saturated loop), until the next activity', () => {
+  it('stops when the loop is saturated (three gaps over 1 ms in a row), until the next activity', () => {
     const d = drivenPoller(200);
     d.poller.activity();
-    expect(d.tick(0.15)).toBe(true);
+    expect(d.tick(1.5)).toBe(true);
+    expect(d.tick(1.5)).toBe(true);
     expect(d.poller.isPolling).toBe(true);
-    expect(d.tick(0.25)).toBe(true);
+    expect(d.tick(1.5)).toBe(true);
     expect(d.poller.isPolling).toBe(false);
     expect(d.scheduled).toBe(false);
     d.poller.activity();
     expect(d.poller.isPolling).toBe(true);
     expect(d.poller.starts).toBe(2);
+  });
+
+  it('keeps polling after one long callback, even one longer than a small window', () => {
+    const d = drivenPoller(50);
+    d.poller.activity();
+    // A request handled in 100 µs, then a 2 ms collection, then the loop is idle: polling covers the wait after each.
+    expect(d.tick(0.1)).toBe(true);
+    expect(d.poller.isPolling).toBe(true);
+    expect(d.tick(2)).toBe(true);
+    expect(d.poller.isPolling).toBe(true);
+    expect(d.drain()).toBeGreaterThanOrEqual(49);
+    expect(d.poller.isPolling).toBe(false);
   });
 
   it('activity while polling extends the window instead of starting a second chain', () => {
