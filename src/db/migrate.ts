@@ -28,7 +28,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0009_batch_running_index': migration0009BatchRunningIndex,
     '0010_usage_session_index': migration0010UsageSessionIndex,
     '0011_user_email_nfc': migration0011UserEmailNfc,
-    '0012_model_guardrail_links': migration0012ModelGuardrailLinks(dialect),
+    '0012_model_guardrail_links': migration0012ModelGuardrailLinks,
   };
 }
 

@@ -140,7 +140,8 @@ export class GuardrailService {
    * links' foreign key), so a model that names it on another instance meanwhile keeps it too.
    */
   async delete(scope: ProjectScope, key: string): Promise<void> {
-    const inUse = (models: string[]) => ERRORS.conflict(`Guardrail "${key}" is used by model ${models.map((m) => `"${m}"`).join(', ')}; remove it from the model first`);
+    const inUse = (models: string[]) =>
+      ERRORS.conflict(`Guardrail "${key}" is used by ${models.length > 0 ? `model ${models.map((m) => `"${m}"`).join(', ')}` : 'a model'}; remove it from the model first`);
     const users = (await this.models.list(scope)).filter((m) => m.guardrails.input.includes(key) || m.guardrails.output.includes(key));
     if (users.length > 0) throw inUse(users.map((m) => m.key));
     try {

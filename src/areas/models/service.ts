@@ -280,7 +280,9 @@ export class ModelService {
       // Provider fields the patch omits keep their stored values in apply(); a new type starts without the old baseUrl.
       const provider: ProviderInput = { ...patch.provider, type: patch.provider?.type ?? current.provider.type };
       const next = await this.apply(scope, { ...current, updatedAt: changedAt(current.updatedAt) }, { ...patch, key, provider, capabilities: patch.capabilities ?? current.capabilities });
-      const relink = namedGuardrails(current.guardrails).join('\n') !== namedGuardrails(next.guardrails).join('\n');
+      // Links are written again whenever guardrails are sent, so a model whose links are behind its list (stored before
+      // they existed, or by an older instance) catches up; checkAttached has already refused a missing guardrail.
+      const relink = patch.guardrails !== undefined || namedGuardrails(current.guardrails).join('\n') !== namedGuardrails(next.guardrails).join('\n');
       try {
         return (await this.store.update(next, current.updatedAt, relink)) ? next : null;
       } catch (err) {
