@@ -23,7 +23,11 @@ const newKey = (prefix: string) => `${prefix}-${randomBase32(8).toLowerCase()}`;
  * to 3 rounds in 20):
  * the model then answered every call with `guardrail_missing`. The links' foreign key now decides.
  */
-describe.skipIf(!hasRedis).each(BACKENDS)('a guardrail deleted on one instance while another names it, on %s', (backend) => {
+// PostgreSQL only: several instances share PostgreSQL, never a SQLite file. Two instances on one SQLite file in one
+// process can also stall each other for busy_timeout (one holds the write lock across an await while the other's
+// synchronous write blocks the shared event loop), which only this test set-up does.
+const backend = 'postgres' as const;
+describe.skipIf(!hasRedis || !BACKENDS.includes(backend))('a guardrail deleted on one instance while another names it, on PostgreSQL', () => {
   let t: SignedInInstances;
   beforeAll(async () => {
     t = await twoInstancesSignedIn(backend);

@@ -10,7 +10,7 @@ import { ANTHROPIC_BASE_URL } from '../../providers/anthropic.js';
 import { LOCAL_CHAT_MODEL, LOCAL_EMBED_MODEL } from '../../providers/local.js';
 import { OPENAI_BASE_URL } from '../../providers/openai-compatible.js';
 import { CAPABILITIES, type Capability, type MockOptions, type ModelTarget, type ProviderType } from '../../providers/types.js';
-import { TYPE_FIELDS, type ModelGuardrails, type ModelRecord, type ModelStore, type Pricing, type ProviderSettings } from './store.js';
+import { namedGuardrails, TYPE_FIELDS, type ModelGuardrails, type ModelRecord, type ModelStore, type Pricing, type ProviderSettings } from './store.js';
 import { ProjectCache } from '../../platform/project-cache.js';
 
 export const MODEL_KEY_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$';
@@ -141,18 +141,13 @@ function offeredCapabilities(type: ProviderType, upstreamModel: string): readonl
   }
 }
 
-/** The guardrail keys a model names at either stage, once each and sorted. */
-function namedGuardrails(guardrails: ModelGuardrails): string[] {
-  return [...new Set([...guardrails.input, ...guardrails.output])].sort();
-}
-
 /**
  * A write refused by the guardrail links' foreign key: a guardrail the model names was deleted between the check and
  * the write (on another instance, or behind the API). Anything else is passed on.
  */
 function deletedGuardrail(err: unknown, model: ModelRecord): unknown {
   if (!isForeignKeyViolation(err)) return err;
-  const keys = namedGuardrails(model.guardrails).map((key) => `"${key}"`).join(', ');
+  const keys = namedGuardrails(model).map((key) => `"${key}"`).join(', ');
   return ERRORS.validation(`guardrails: one of the guardrails named (${keys}) does not exist in this project any more; it was deleted meanwhile`);
 }
 
@@ -280,9 +275,9 @@ export class ModelService {
       // Provider fields the patch omits keep their stored values in apply(); a new type starts without the old baseUrl.
       const provider: ProviderInput = { ...patch.provider, type: patch.provider?.type ?? current.provider.type };
       const next = await this.apply(scope, { ...current, updatedAt: changedAt(current.updatedAt) }, { ...patch, key, provider, capabilities: patch.capabilities ?? current.capabilities });
-      // Links are written again whenever guardrails are sent, so a model whose links are behind its list (stored before
-      // they existed, or by an older instance) catches up; checkAttached has already refused a missing guardrail.
-      const relink = patch.guardrails !== undefined || namedGuardrails(current.guardrails).join('\n') !== namedGuardrails(next.guardrails).join('\n');
+      // Links are written again whenever guardrails are sent (the only way they change), so a model whose links are
+      // behind its list (stored before they existed, or by an older instance) catches up.
+      const relink = patch.guardrails !== undefined;
       try {
         return (await this.store.update(next, current.updatedAt, relink)) ? next : null;
       } catch (err) {

@@ -82,7 +82,7 @@ function toRecord(row: Selectable<ModelsTable>): ModelRecord {
 }
 
 /** The guardrail keys a model names at either stage, once each. */
-function namedGuardrails(model: ModelRecord): string[] {
+export function namedGuardrails(model: ModelRecord): string[] {
   return [...new Set([...model.guardrails.input, ...model.guardrails.output])];
 }
 
@@ -120,9 +120,8 @@ export class ModelStore {
 
   /**
    * Writes the model unless another change landed since it was read (`readAt`: its updatedAt then); false if one did.
-   * `relink`: the guardrails it names changed, so its links are written again (a foreign-key violation when one of
-   * them no longer exists). Unchanged, they are left alone: a model naming a guardrail removed behind the API stays
-   * editable.
+   * `relink`: its guardrails were sent, so its links are written again (a foreign-key violation when one of them no
+   * longer exists). Otherwise they are left alone: a model naming a guardrail removed behind the API stays editable.
    */
   async update(model: ModelRecord, readAt: number, relink: boolean): Promise<boolean> {
     return this.transaction(async (trx) => {
