@@ -1,9 +1,6 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { TestApp } from '../helpers/app.js';
-import type { FakeUpstream } from '../helpers/fake-upstream.js';
-import { post, sseJson } from '../helpers/inference.js';
-import { chatBody } from '../helpers/models.js';
-import { startPiiModels, type PiiModels } from './support.js';
+import { describe, expect, it } from 'vitest';
+import { sseJson } from '../helpers/inference.js';
+import { usePiiModels } from './support.js';
 
 const SSN = '123-45-6789';
 /** The SSN with its dashes as JSON `\u002d` escapes: what a JSON parser (Anthropic's provider, a client) decodes to SSN. */
@@ -21,43 +18,28 @@ const deltasOf = (body: string): Delta[] => sseJson(body).flatMap((e) => (e.choi
 
 /** Guardrails read every text the upstream or the client gets, in the form it will read it. */
 describe('guardrail field coverage', () => {
-  let t: TestApp;
-  let fake: FakeUpstream;
-  let anthropic: FakeUpstream;
-  let blockIn: string, redactIn: string, blockOut: string, redactOut: string, claude: string;
-  const chat = (model: string, extra: Record<string, unknown>) => post(t, t.ownerToken, '/chat/completions', chatBody(model, extra));
-  const upstreamMessages = () => fake.requests[0]?.body.messages as Record<string, unknown>[];
-
-  let models: PiiModels;
-  beforeAll(async () => {
-    models = await startPiiModels();
-    ({ t, fake, anthropic, blockIn, redactIn, blockOut, redactOut, claude } = models);
-  });
-  afterAll(async () => models?.close());
-  beforeEach(() => {
-    fake.requests.length = 0;
-    anthropic.requests.length = 0;
-  });
+  const s = usePiiModels();
+  const { chat, upstreamMessages } = s;
 
   describe('input', () => {
     it('escaped tool and function call arguments are read decoded: blocked before Anthropic or OpenAI', async () => {
       const turns = [toolTurn({ arguments: ESCAPED_ARGS }), [{ role: 'user', content: 'hi' }, { role: 'assistant', content: null, function_call: { name: 'f', arguments: ESCAPED_ARGS } }, { role: 'function', name: 'f', content: 'ok' }]];
-      for (const model of [claude, blockIn]) {
+      for (const model of [s.claude, s.blockIn]) {
         for (const messages of turns) {
           const res = await chat(model, { messages });
           expect(res.statusCode, res.body).toBe(400);
           expect(res.json().error).toMatchObject({ type: 'guardrail_block', findings: [{ category: 'us_ssn' }] });
         }
       }
-      expect(anthropic.requests).toHaveLength(0);
-      expect(fake.requests).toHaveLength(0);
+      expect(s.anthropic.requests).toHaveLength(0);
+      expect(s.fake.requests).toHaveLength(0);
     });
 
     it('escaped arguments go upstream canonical: redacted, or decoded when nothing is found', async () => {
-      expect((await chat(redactIn, { messages: toolTurn({ arguments: ESCAPED_ARGS }) })).statusCode).toBe(200);
+      expect((await chat(s.redactIn, { messages: toolTurn({ arguments: ESCAPED_ARGS }) })).statusCode).toBe(200);
       expect((upstreamMessages()[1]!.tool_calls as { function: { arguments: string } }[])[0]!.function.arguments).toBe(REDACTED_ARGS);
-      fake.requests.length = 0;
-      expect((await chat(redactIn, { messages: toolTurn({ arguments: '{"city":"Z\\u00fcrich"}' }) })).statusCode).toBe(200);
+      s.fake.requests.length = 0;
+      expect((await chat(s.redactIn, { messages: toolTurn({ arguments: '{"city":"Z\\u00fcrich"}' }) })).statusCode).toBe(200);
       expect((upstreamMessages()[1]!.tool_calls as { function: { arguments: string } }[])[0]!.function.arguments).toBe('{"city":"Zürich"}');
     });
 
@@ -68,20 +50,20 @@ describe('guardrail field coverage', () => {
         [[{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'x', refusal: [SSN] }, { role: 'user', content: 'again' }], /messages\.1\.refusal must be of type string/],
       ];
       for (const [messages, message] of cases) {
-        const res = await chat(blockIn, { messages });
+        const res = await chat(s.blockIn, { messages });
         expect(res.statusCode, res.body).toBe(400);
         expect(res.json().error.message).toMatch(message);
       }
-      expect(fake.requests).toHaveLength(0);
+      expect(s.fake.requests).toHaveLength(0);
       // A null refusal, as OpenAI answers it and clients send it back, is fine.
-      expect((await chat(blockIn, { messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'x', refusal: null }, { role: 'user', content: 'again' }] })).statusCode).toBe(200);
+      expect((await chat(s.blockIn, { messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'x', refusal: null }, { role: 'user', content: 'again' }] })).statusCode).toBe(200);
     });
 
     it('text of a part of any type is read, and redacted in place', async () => {
       const messages = [{ role: 'user', content: [{ type: 'input_text', text: `ssn ${SSN}` }] }];
-      expect((await chat(blockIn, { messages })).statusCode).toBe(400);
-      expect(fake.requests).toHaveLength(0);
-      expect((await chat(redactIn, { messages })).statusCode).toBe(200);
+      expect((await chat(s.blockIn, { messages })).statusCode).toBe(400);
+      expect(s.fake.requests).toHaveLength(0);
+      expect((await chat(s.redactIn, { messages })).statusCode).toBe(200);
       expect(upstreamMessages()[0]!.content).toEqual([{ type: 'input_text', text: 'ssn [REDACTED:us_ssn]' }]);
     });
   });
@@ -95,8 +77,8 @@ describe('guardrail field coverage', () => {
       ['escaped tool arguments', { content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: ESCAPED_ARGS } }] }],
     ];
     it.each(shapes)('%s is blocked', async (_name, message) => {
-      fake.queue({ body: answer(message) });
-      const res = await chat(blockOut, {});
+      s.fake.queue({ body: answer(message) });
+      const res = await chat(s.blockOut, {});
       expect(res.statusCode, res.body).toBe(400);
       expect(res.json().error).toMatchObject({ type: 'guardrail_block', findings: [{ category: 'us_ssn' }] });
     });
@@ -104,8 +86,8 @@ describe('guardrail field coverage', () => {
     it('each is redacted in its own field; arguments reach the client as a string', async () => {
       const redacted = [];
       for (const [, message] of shapes) {
-        fake.queue({ body: answer(message) });
-        const res = await chat(redactOut, {});
+        s.fake.queue({ body: answer(message) });
+        const res = await chat(s.redactOut, {});
         expect(res.statusCode, res.body).toBe(200);
         redacted.push(res.json().choices[0].message);
       }
@@ -117,8 +99,8 @@ describe('guardrail field coverage', () => {
     });
 
     it('escaped arguments reach the client canonical even when nothing is found', async () => {
-      fake.queue({ body: answer({ content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{"city":"Z\\u00fcrich"}' } }] }) });
-      const res = await chat(redactOut, {});
+      s.fake.queue({ body: answer({ content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{"city":"Z\\u00fcrich"}' } }] }) });
+      const res = await chat(s.redactOut, {});
       expect(res.json().choices[0].message.tool_calls[0].function.arguments).toBe('{"city":"Zürich"}');
     });
   });
@@ -130,8 +112,8 @@ describe('guardrail field coverage', () => {
       ['escaped tool arguments', [{ tool_calls: [{ index: 0, id: 'c1', type: 'function', function: { name: 'f', arguments: '{"ssn":"123\\u002d45' } }] }, { tool_calls: [{ index: 0, function: { arguments: '\\u002d6789"}' } }] }]],
     ];
     it.each(streams)('%s is held to the end: a block sends none of it', async (_name, deltas) => {
-      fake.queue({ deltas });
-      const res = await chat(blockOut, { stream: true });
+      s.fake.queue({ deltas });
+      const res = await chat(s.blockOut, { stream: true });
       expect(res.body).not.toMatch(/6789|\\u002d/);
       expect(sseJson(res.body).at(-1)).toMatchObject({ error: { type: 'guardrail_block', guardrail_key: 'pii-block' } });
     });
@@ -139,8 +121,8 @@ describe('guardrail field coverage', () => {
     it('each arrives whole and redacted, under the upstream\'s field names', async () => {
       const sent: Delta[][] = [];
       for (const [, deltas] of streams) {
-        fake.queue({ deltas });
-        const res = await chat(redactOut, { stream: true });
+        s.fake.queue({ deltas });
+        const res = await chat(s.redactOut, { stream: true });
         expect(res.body).not.toContain('6789');
         sent.push(deltasOf(res.body));
       }

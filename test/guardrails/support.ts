@@ -1,9 +1,9 @@
 import type { LightMyRequestResponse } from 'fastify';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
 import { call, createTestApp, type TestApp } from '../helpers/app.js';
 import { startFakeAnthropic, startFakeOpenAi, type FakeUpstream } from '../helpers/fake-upstream.js';
-import { registerFakeModel, UPSTREAM_KEY } from '../helpers/inference.js';
-import { registerModel } from '../helpers/models.js';
+import { post, registerFakeModel, UPSTREAM_KEY } from '../helpers/inference.js';
+import { chatBody, registerModel } from '../helpers/models.js';
 
 export const GUARDRAILS = '/api/guardrails';
 export const EVALUATE = '/api/client/v1/guardrails/evaluate';
@@ -69,4 +69,31 @@ export async function startPiiModels(): Promise<PiiModels> {
       await anthropic.close();
     },
   };
+}
+
+/** PiiModels for one describe block, with its chat call and what the fake OpenAI upstream got first. */
+export interface PiiSuite extends PiiModels {
+  chat(model: string, extra: Record<string, unknown>): Promise<LightMyRequestResponse>;
+  upstreamMessages(): Record<string, unknown>[];
+}
+
+/**
+ * Starts the PII models before the block's tests and closes them after; each test starts with empty upstream records.
+ * The fields are filled in by the block's beforeAll, so read them inside tests.
+ */
+export function usePiiModels(): PiiSuite {
+  const suite = {
+    chat: (model: string, extra: Record<string, unknown>) => post(suite.t, suite.t.ownerToken, '/chat/completions', chatBody(model, extra)),
+    upstreamMessages: () => suite.fake.requests[0]?.body.messages as Record<string, unknown>[],
+  } as PiiSuite;
+  beforeAll(async () => {
+    Object.assign(suite, await startPiiModels());
+  });
+  afterAll(async () => suite.close?.());
+  beforeEach(() => {
+    if (!suite.fake) return;
+    suite.fake.requests.length = 0;
+    suite.anthropic.requests.length = 0;
+  });
+  return suite;
 }

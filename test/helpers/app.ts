@@ -3,10 +3,12 @@ import os from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import pino from 'pino';
+import { afterAll, beforeAll } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createContext, type Context } from '../../src/context.js';
 import { randomBase32 } from '../../src/platform/ids.js';
+import { listenOnLoopback } from './net.js';
 import { createTestDatabase, TEST_DATABASE_URL } from './postgres.js';
 
 export type Backend = 'sqlite' | 'postgres';
@@ -136,4 +138,15 @@ export async function tempDeployment(backend: Backend): Promise<{ dataDir: strin
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** A test app listening on a loopback port for a describe block's tests (raw-socket tests); read its fields in tests. */
+export function useListeningTestApp(): { t: TestApp; port: number } {
+  const listening = {} as { t: TestApp; port: number };
+  beforeAll(async () => {
+    listening.t = await createTestApp();
+    listening.port = await listenOnLoopback(listening.t.app);
+  });
+  afterAll(async () => listening.t?.close());
+  return listening;
 }

@@ -1,7 +1,6 @@
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApp, type TestApp } from '../helpers/app.js';
-import { listenOnLoopback } from '../helpers/net.js';
+import { describe, expect, it } from 'vitest';
+import { useListeningTestApp } from '../helpers/app.js';
 
 /** Requests Node's HTTP parser refuses never reach a route: they still get Waygate's `{ error }` shape. */
 
@@ -25,13 +24,7 @@ function parse(answer: string): { status: number; headers: string; body: { error
 }
 
 describe('malformed HTTP requests', () => {
-  let t: TestApp;
-  let port: number;
-  beforeAll(async () => {
-    t = await createTestApp();
-    port = await listenOnLoopback(t.app);
-  });
-  afterAll(async () => t?.close());
+  const app = useListeningTestApp();
 
   // Regression: these got Node's default `{"error":"Bad Request","message":"Client Error","statusCode":400}`.
   it.each([
@@ -40,7 +33,7 @@ describe('malformed HTTP requests', () => {
     ['both Content-Length and Transfer-Encoding', 'POST /api/client/v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}'],
     ['a request line that is not HTTP', 'HELLO\r\n\r\n'],
   ])('%s is a 400 with {error} naming it, and a request id', async (_what, bytes) => {
-    const { status, headers, body } = parse(await rawExchange(port, bytes));
+    const { status, headers, body } = parse(await rawExchange(app.port, bytes));
     expect(status).toBe(400);
     expect(body.error).toMatchObject({ type: 'invalid_request_error', code: 'malformed_http' });
     expect(body.error.message).toMatch(/^The request is not valid HTTP\/1\.1: \S/);
@@ -49,13 +42,13 @@ describe('malformed HTTP requests', () => {
   });
 
   it('headers larger than the server takes are a 431 with {error}', async () => {
-    const { status, body } = parse(await rawExchange(port, `GET /api/health/live HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`));
+    const { status, body } = parse(await rawExchange(app.port, `GET /api/health/live HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`));
     expect(status).toBe(431);
     expect(body.error).toMatchObject({ type: 'invalid_request_error', code: 'headers_too_large' });
   });
 
   it('the server goes on answering well-formed requests', async () => {
-    const answer = await rawExchange(port, 'GET /api/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    const answer = await rawExchange(app.port, 'GET /api/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
     expect(answer.startsWith('HTTP/1.1 200')).toBe(true);
   });
 });
