@@ -3,7 +3,8 @@
  * the same fake upstream called directly and through the Portkey OSS gateway, all in the same run.
  *
  *   node --import tsx bench/inference.ts [--rounds 3] [--requests 5000] [--duration 5] [--connections 64]
- *        [--stream-requests 2000] [--streams 1000] [--memory-requests 1000000] [--targets direct,proxy,waygate,portkey]
+ *        [--stream-requests 2000] [--streams 1000] [--memory-requests 1000000] [--sparse-requests 100] [--sparse-interval-ms 20]
+ *        [--targets direct,proxy,waygate,portkey, plus waygate-no-poll for the polling A/B]
  *        [--entry build|tsx|dist] [--idle-seconds 60] [--database postgres://...] [--log-level info] [--cpu-prof <dir>] [--json <file>] [--no-pin]
  *
  * CPU 0: Waygate and Portkey (`taskset -c 0`, one at a time under load). CPU 1: the fake upstream (its own child
@@ -18,7 +19,7 @@ import { loaded, loadedAmount, median, paced, sequential, type Sample, type Targ
 import { ensurePortkey, startPortkey, type PortkeyServer } from './lib/portkey.js';
 import { cleanupsOnExit, entryOption, loadOptions, wholeNumber, type Entry, type LoadOptions } from './lib/options.js';
 import { int, machine, ms, pinSelf, sourceVersion, table } from './lib/report.js';
-import { cpuSecondsOf, foreignLoad, hasTaskset, memoryMbOf, settle, startServer, transpileSources, type BenchServer } from './lib/server.js';
+import { cpuSecondsOf, foreignLoad, hasTaskset, memoryMbOf, SCHEDULER_TIMES, settle, startServer, transpileSources, type BenchServer } from './lib/server.js';
 import { heldStreams, streamSequential, type HeldStreams, type TtfbSample } from './lib/stream.js';
 import { startProxy } from './lib/proxy.js';
 import { startUpstream, type UpstreamProcess } from './lib/upstream.js';
@@ -221,6 +222,7 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
 
   write(`Waygate inference benchmark, ${info.date}, ${sourceVersion()}`);
   write(`Machine: ${info.nproc} CPUs (${info.cpuModel}), ${info.memoryGb} GB, Node ${info.node}, ${info.platform}; load average at start ${info.loadAverage}`);
+  write(`Gateway CPU times from ${SCHEDULER_TIMES ? "the scheduler's per-thread run time (ns)" : '/proc/<pid>/stat (10 ms ticks)'}`);
   write(pinned ? 'Waygate and Portkey pinned to CPU 0; the fake upstream and the load generator to CPU 1 (taskset)' : 'not pinned (no taskset, fewer than 2 CPUs, or --no-pin)');
 
   const gateways: Gateway[] = [];
@@ -328,11 +330,15 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
           r.c1.push(await sequential(g.host, g.port, g.chat, opts.requests, opts.warmupRequests));
           r.embed.push(await sequential(g.host, g.port, g.embed, Math.ceil(opts.requests / 2), Math.ceil(opts.warmupRequests / 2)));
           r.ttfb.push(await streamSequential(g.host, g.port, g.stream, opts.streamRequests, Math.ceil(opts.warmupRequests / 2)));
-          if (g.pid && opts.sparseRequests > 0) {
-            const before = cpuSecondsOf(g.pid);
-            await paced(g.host, g.port, g.chat, opts.sparseRequests, opts.sparseIntervalMs);
-            r.sparseCpuUs.push(((cpuSecondsOf(g.pid) - before) / opts.sparseRequests) * 1e6);
-          }
+        });
+        await settle(pids);
+        if (!g.pid || opts.sparseRequests === 0) continue;
+        const pid = g.pid;
+        // After the settle: work left from the streams must not be charged to the sparse calls.
+        await guarded(g, 'sparse traffic', async () => {
+          const before = cpuSecondsOf(pid);
+          await paced(g.host, g.port, g.chat, opts.sparseRequests, opts.sparseIntervalMs);
+          r.sparseCpuUs.push(((cpuSecondsOf(pid) - before) / opts.sparseRequests) * 1e6);
         });
         await settle(pids);
       }

@@ -41,7 +41,8 @@ export function median(values: readonly number[]): number {
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-function requestOnce(agent: http.Agent, host: string, port: number, target: Target, headerValues?: number[]): Promise<number> {
+/** One request, its body read to the end; fails unless the status is the target's expected one. */
+function requestOnce(agent: http.Agent, host: string, port: number, target: Target, headerValues?: number[]): Promise<void> {
   return new Promise((resolve, reject) => {
     const headers = target.body === undefined ? target.headers : { ...target.headers, 'content-length': String(Buffer.byteLength(target.body)) };
     const req = http.request({ host, port, path: target.path, method: target.method ?? 'GET', headers, agent }, (res) => {
@@ -50,7 +51,11 @@ function requestOnce(agent: http.Agent, host: string, port: number, target: Targ
         if (Number.isFinite(value)) headerValues.push(value);
       }
       res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
+      res.on('end', () => {
+        const status = res.statusCode ?? 0;
+        if (status === target.expectStatus) resolve();
+        else reject(new Error(`${target.label}: got ${status}, expected ${target.expectStatus}`));
+      });
       res.on('error', reject);
     });
     req.on('error', reject);
@@ -66,8 +71,7 @@ export async function paced(host: string, port: number, target: Target, requests
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   try {
     for (let i = 0; i < requests; i++) {
-      const status = await requestOnce(agent, host, port, target);
-      if (status !== target.expectStatus) throw new Error(`${target.label}: got ${status}, expected ${target.expectStatus}`);
+      await requestOnce(agent, host, port, target);
       await sleep(intervalMs);
     }
   } finally {
@@ -82,18 +86,14 @@ export async function paced(host: string, port: number, target: Target, requests
 export async function sequential(host: string, port: number, target: Target, requests: number, warmup: number): Promise<Sample> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   try {
-    for (let i = 0; i < warmup; i++) {
-      const status = await requestOnce(agent, host, port, target);
-      if (status !== target.expectStatus) throw new Error(`${target.label}: got ${status}, expected ${target.expectStatus}`);
-    }
+    for (let i = 0; i < warmup; i++) await requestOnce(agent, host, port, target);
     const latencies = new Array<number>(requests);
     const headerValues: number[] = [];
     const started = performance.now();
     for (let i = 0; i < requests; i++) {
       const t0 = performance.now();
-      const status = await requestOnce(agent, host, port, target, headerValues);
+      await requestOnce(agent, host, port, target, headerValues);
       latencies[i] = performance.now() - t0;
-      if (status !== target.expectStatus) throw new Error(`${target.label}: got ${status}, expected ${target.expectStatus}`);
     }
     const seconds = (performance.now() - started) / 1000;
     const sorted = latencies.sort((a, b) => a - b);
@@ -128,9 +128,8 @@ export async function concurrentAmount(host: string, port: number, target: Targe
         while (next < amount) {
           next++;
           const t0 = performance.now();
-          const status = await requestOnce(agent, host, port, target);
+          await requestOnce(agent, host, port, target);
           latencies.push(performance.now() - t0);
-          if (status !== target.expectStatus) throw new Error(`${target.label}: got ${status}, expected ${target.expectStatus}`);
         }
       }),
     );

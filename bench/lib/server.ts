@@ -101,7 +101,7 @@ export function cpuSecondsOf(pid: number): number {
 }
 
 /** Whether this kernel shows the scheduler's per-thread run time (CONFIG_SCHED_DEBUG); decided once per run. */
-const SCHEDULER_TIMES = fs.existsSync(`/proc/${process.pid}/task/${process.pid}/sched`);
+export const SCHEDULER_TIMES = fs.existsSync(`/proc/${process.pid}/task/${process.pid}/sched`);
 
 /**
  * CPU time from the scheduler (`se.sum_exec_runtime` in ms, to the nanosecond, summed over the process's live
