@@ -31,11 +31,6 @@ function clientStatus(error: FastifyError): number | undefined {
   return typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : undefined;
 }
 
-/** The `{ error }` body of an error from the catalogue. */
-function errorBody(appError: AppError): { error: Record<string, unknown> } {
-  return { error: { message: appError.message, type: appError.type, ...(appError.code ? { code: appError.code } : {}), ...appError.details } };
-}
-
 function send(reply: FastifyReply, appError: AppError): void {
   void reply.status(appError.statusCode).headers(appError.headers);
   if (appError instanceof UpstreamRejection) {
@@ -44,11 +39,11 @@ function send(reply: FastifyReply, appError: AppError): void {
     return;
   }
   if (Object.keys(appError.details).length === 0) {
-    void reply.send(errorBody(appError));
+    void reply.send(appError.errorBody());
     return;
   }
   // Extra fields (a guardrail block's findings) would be dropped by the route's error schema: serialised here.
-  void reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(errorBody(appError)));
+  void reply.header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(appError.errorBody()));
 }
 
 /** x-waygate-overhead-ms: the time the request spent in Waygate so far, its upstream waits left out. */
@@ -83,7 +78,7 @@ export function clientErrorHandler(error: Error & { code?: string; reason?: stri
   }
   const appError =
     error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? ERRORS.requestTimeout() : error.code === 'HPE_HEADER_OVERFLOW' ? ERRORS.headersTooLarge() : ERRORS.malformedHttp(error.reason);
-  const body = JSON.stringify(errorBody(appError));
+  const body = JSON.stringify(appError.errorBody());
   if (socket.writable) {
     socket.write(
       `HTTP/1.1 ${appError.statusCode} ${STATUS_CODES[appError.statusCode]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +

@@ -27,6 +27,11 @@ export class AppError extends Error {
     super(message);
     this.name = 'AppError';
   }
+
+  /** The `{ error }` object clients get, as a response body or a stream's error event. */
+  errorBody(): { error: Record<string, unknown> } {
+    return { error: { message: this.message, type: this.type, ...(this.code ? { code: this.code } : {}), ...this.details } };
+  }
 }
 
 /** An upstream's 4xx answer: the client gets the upstream's own error object. */

@@ -135,9 +135,11 @@ end
 const RESERVE_SCRIPT = `${GENERATION}
 local allowance = tonumber(ARGV[1])
 local minimum = tonumber(ARGV[2])
+local fresh = {}
 for i = 1, #KEYS do
   local a = 2 + (i - 1) * 5
   local current = redis.call('GET', KEYS[i])
+  fresh[i] = not current
   if not current then
     if ARGV[a + 5] == '1' then return {-1, i} end
     current = 0
@@ -152,10 +154,9 @@ local result = {1, allowance}
 for i = 1, #KEYS do
   local a = 2 + (i - 1) * 5
   local ttl = tonumber(ARGV[a + 4])
-  local fresh = redis.call('EXISTS', KEYS[i]) == 0
   redis.call('INCRBY', KEYS[i], string.format('%d', tonumber(ARGV[a + 1]) + tonumber(ARGV[a + 2]) * allowance))
   if ttl > 0 and redis.call('PTTL', KEYS[i]) < 0 then redis.call('PEXPIRE', KEYS[i], ttl) end
-  if fresh then result[#result + 1] = start(KEYS[i], ttl) else result[#result + 1] = generationOf(KEYS[i]) end
+  if fresh[i] then result[#result + 1] = start(KEYS[i], ttl) else result[#result + 1] = generationOf(KEYS[i]) end
 end
 return result`;
 

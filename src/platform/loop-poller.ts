@@ -21,7 +21,7 @@ const ACTIVITY_CHANNELS = ['http.server.request.start', 'http.server.response.fi
 
 /**
  * Keeps the event loop polling for a short window after activity instead of letting it sleep in epoll, as
- * Seastar's reactor does (`--idle-poll-time-us`, 200 µs by default). Activity is what the channels below report, and
+ * Seastar's reactor does (`--idle-poll-time-us`, 200 µs by default). Activity is what ACTIVITY_CHANNELS report, and
  * any work the loop does while polling (a gap between two ticks): the window runs from the end of the work, so the
  * time a request takes to handle does not eat into the wait for its upstream's answer. A saturated loop keeps
  * polling, which costs it one immediate per turn of the loop. On a virtual machine a sleeping vCPU takes tens

@@ -108,7 +108,7 @@ export interface TokenStream {
   readonly mixedScript: number;
   /** Words that needed leetspeak folding. */
   readonly leet: number;
-  /** Tokens that begin a line without a BREAK before them: a sentence may start there (`^`), or go on. */
+  /** Tokens that begin a new line (after a single line break, a BREAK before them or not): a sentence may start there (`^`), or go on. */
   readonly lineStarts: ReadonlySet<number>;
 }
 

@@ -48,9 +48,6 @@ interface Channel {
   sentText: string;
 }
 
-/** Delta fields of text held to the end, sent back under the name the upstream used. */
-const HELD_FIELDS = MESSAGE_TEXT_FIELDS;
-
 interface ChoiceState {
   content: Channel;
   held: Record<MessageTextField, Channel>;
@@ -61,7 +58,8 @@ interface ChoiceState {
 }
 
 const channel = (): Channel => ({ text: '', sent: 0, sentText: '' });
-const newState = (): ChoiceState => ({ content: channel(), held: { refusal: channel(), reasoning_content: channel(), reasoning: channel() }, tools: new Map() });
+/** Delta fields of text (MESSAGE_TEXT_FIELDS) are held to the end and sent back under the name the upstream used. */
+const newState = (): ChoiceState => ({ content: channel(), held: Object.fromEntries(MESSAGE_TEXT_FIELDS.map((field) => [field, channel()])) as ChoiceState['held'], tools: new Map() });
 
 /** A piece of streamed arguments: a string as it comes (whole arguments are canonicalised at the end), another value as JSON. */
 function argumentsPiece(value: unknown): string {
@@ -112,7 +110,7 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
     const s = choices.get(i)!;
     const functionCall = s.functionCall ? [s.functionCall] : [];
     const audio = s.audio ? [s.audio] : [];
-    return [s.content, ...HELD_FIELDS.map((f) => s.held[f]), ...functionCall, ...[...s.tools.keys()].sort((a, b) => a - b).map((k) => s.tools.get(k)!), ...audio];
+    return [s.content, ...MESSAGE_TEXT_FIELDS.map((f) => s.held[f]), ...functionCall, ...[...s.tools.keys()].sort((a, b) => a - b).map((k) => s.tools.get(k)!), ...audio];
   });
   const contentLength = () => [...choices.values()].reduce((n, s) => n + s.content.text.length, 0);
 
@@ -138,7 +136,7 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
       }
       if (!final) continue;
       const delta: Record<string, unknown> = {};
-      for (const field of HELD_FIELDS) if (state.held[field].text) delta[field] = texts[all.indexOf(state.held[field])];
+      for (const field of MESSAGE_TEXT_FIELDS) if (state.held[field].text) delta[field] = texts[all.indexOf(state.held[field])];
       if (state.functionCall) delta.function_call = { name: state.functionCall.name, arguments: texts[all.indexOf(state.functionCall)] };
       if (state.tools.size > 0) {
         delta.tool_calls = [...state.tools].map(([k, tool]) => ({ index: k, id: tool.id, type: tool.type ?? 'function', function: { name: tool.name, arguments: texts[all.indexOf(tool)] } }));
@@ -159,9 +157,10 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
       const index = typeof choice.index === 'number' ? choice.index : 0;
       const state = stateOf(index);
       const delta = choice.delta ?? {};
+      // The held fields (MESSAGE_TEXT_FIELDS) are left out of `other` by name.
       const { content, refusal: _refusal, reasoning_content: _reasoningContent, reasoning: _reasoning, audio, function_call: functionCall, tool_calls: tools, ...other } = delta;
       if (typeof content === 'string') state.content.text += content;
-      for (const field of HELD_FIELDS) {
+      for (const field of MESSAGE_TEXT_FIELDS) {
         const piece = delta[field];
         if (typeof piece === 'string') state.held[field].text += piece;
       }

@@ -632,7 +632,7 @@ export class InferenceService {
         // An output guardrail stopped the stream (what it held back is never sent), or its judge model failed: the
         // error a non-streamed call would get.
         status = err.statusCode;
-        yield `data: ${JSON.stringify({ error: { message: err.message, type: err.type, code: err.code, ...err.details } })}\n\n`;
+        yield `data: ${JSON.stringify(err.errorBody())}\n\n`;
         yield 'data: [DONE]\n\n';
       } else {
         status = err instanceof UpstreamError ? 502 : 500;

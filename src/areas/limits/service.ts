@@ -257,8 +257,7 @@ export class LimitService {
         .map((c) => [c.key, c.kind]),
     );
     const changes: CounterChange[] = spent.map((c) => {
-      const stays = !c.key.startsWith('bg:') || budgetsNow.has(c.key);
-      budgetsNow.delete(c.key);
+      const stays = !c.key.startsWith('bg:') || budgetsNow.delete(c.key);
       return stays ? settlement(c, used(c.kind)) : { key: c.key, amount: -c.amount, generation: c.generation };
     });
     // Budget counters the call did not reserve on: it counts there only by what it used.

@@ -124,22 +124,26 @@ export class ModelStore {
    * longer exists). Otherwise they are left alone: a model naming a guardrail removed behind the API stays editable.
    */
   async update(model: ModelRecord, readAt: number, relink: boolean): Promise<boolean> {
+    // One statement is atomic on its own; only rewriting the links needs a transaction.
+    if (!relink) return this.updateRow(this.db, model, readAt);
     return this.transaction(async (trx) => {
-      const result = await trx
-        .updateTable('models')
-        .set(this.columns(model))
-        .where('tenant_id', '=', model.tenantId)
-        .where('project_id', '=', model.projectId)
-        .where('key', '=', model.key)
-        .where('updated_at', '=', readAt)
-        .executeTakeFirst();
-      if (Number(result.numUpdatedRows) === 0) return false;
-      if (relink) {
-        await trx.deleteFrom('model_guardrails').where('tenant_id', '=', model.tenantId).where('project_id', '=', model.projectId).where('model_key', '=', model.key).execute();
-        await this.link(trx, model);
-      }
+      if (!(await this.updateRow(trx, model, readAt))) return false;
+      await trx.deleteFrom('model_guardrails').where('tenant_id', '=', model.tenantId).where('project_id', '=', model.projectId).where('model_key', '=', model.key).execute();
+      await this.link(trx, model);
       return true;
     });
+  }
+
+  private async updateRow(db: Db, model: ModelRecord, readAt: number): Promise<boolean> {
+    const result = await db
+      .updateTable('models')
+      .set(this.columns(model))
+      .where('tenant_id', '=', model.tenantId)
+      .where('project_id', '=', model.projectId)
+      .where('key', '=', model.key)
+      .where('updated_at', '=', readAt)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
   }
 
   private async link(trx: Db, model: ModelRecord): Promise<void> {
