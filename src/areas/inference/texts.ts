@@ -75,24 +75,23 @@ function mapMessageTexts(message: Message, each: (text: string) => string): { me
   return { message: out, canonicalised };
 }
 
-/** The texts of messages in order, the messages with canonical arguments, and whether any was canonicalised. */
-function readMessages(messages: (Message | null | undefined)[]): { found: string[][]; canonical: (Message | null | undefined)[]; canonicalised: boolean } {
-  const found: string[][] = [];
+/**
+ * The texts of messages in order, and whether any arguments were canonicalised. Writing back walks the messages
+ * again and replaces every text, so canonical arguments need not be kept from here.
+ */
+function readMessages(messages: (Message | null | undefined)[]): { found: string[][]; canonicalised: boolean } {
   let canonicalised = false;
-  const canonical = messages.map((message) => {
+  const found = messages.map((message) => {
     const texts: string[] = [];
-    found.push(texts);
-    if (!message) return message;
-    const read = mapMessageTexts(message, (text) => (texts.push(text), text));
-    canonicalised ||= read.canonicalised;
-    return read.message;
+    if (message) canonicalised = mapMessageTexts(message, (text) => (texts.push(text), text)).canonicalised || canonicalised;
+    return texts;
   });
-  return { found, canonical, canonicalised };
+  return { found, canonicalised };
 }
 
-/** Puts the texts back, in the order they were read. */
+/** Puts the texts back, in the order they were read (arguments come out canonical, as they were read). */
 function rewriteMessage(message: Message, next: () => string): Message {
-  return mapMessageTexts(message, () => next()).message;
+  return mapMessageTexts(message, next).message;
 }
 
 function unchanged(before: GuardedText[], after: string[]): boolean {
@@ -107,7 +106,7 @@ function cursor(texts: string[]): () => string {
 /** Chat request: the texts of every message. */
 export function chatInputTexts(body: JsonObject): TextSlots {
   const messages = (body.messages as Message[] | undefined) ?? [];
-  const { found, canonical, canonicalised } = readMessages(messages);
+  const { found, canonicalised } = readMessages(messages);
   const texts: GuardedText[] = [];
   messages.forEach((message, i) => {
     const trusted = TRUSTED_ROLES.has(String(message?.role));
@@ -119,7 +118,7 @@ export function chatInputTexts(body: JsonObject): TextSlots {
       // Canonicalised arguments go upstream in the form the guardrails read, redacted or not.
       if (unchanged(texts, next) && !canonicalised) return body;
       const take = cursor(next);
-      return { ...body, messages: canonical.map((message) => (message ? rewriteMessage(message, take) : message)) };
+      return { ...body, messages: messages.map((message) => (message ? rewriteMessage(message, take) : message)) };
     },
   };
 }
@@ -145,7 +144,7 @@ export function embeddingInputTexts(body: JsonObject): TextSlots {
 export function chatOutputTexts(answer: JsonObject): TextSlots {
   // Not an array: a malformed answer, passed on as it came (there is no text to check in it).
   const choices = Array.isArray(answer.choices) ? (answer.choices as { message?: Message; logprobs?: unknown }[]) : [];
-  const { found, canonical, canonicalised } = readMessages(choices.map((choice) => choice?.message));
+  const { found, canonicalised } = readMessages(choices.map((choice) => choice?.message));
   const texts = found.flat().map((text) => ({ text, trusted: false }));
   const hasLogprobs = choices.some((choice) => choice?.logprobs != null);
   return {
@@ -156,11 +155,10 @@ export function chatOutputTexts(answer: JsonObject): TextSlots {
       const take = cursor(next);
       return {
         ...answer,
-        choices: choices.map((choice, i) => {
+        choices: choices.map((choice) => {
           if (!choice) return choice;
           const { logprobs: _logprobs, ...rest } = choice;
-          const message = canonical[i];
-          return message ? { ...rest, message: rewriteMessage(message, take) } : rest;
+          return choice.message ? { ...rest, message: rewriteMessage(choice.message, take) } : rest;
         }),
       };
     },
