@@ -8,6 +8,14 @@ export const MAX_EMAIL_LENGTH = 254;
 /** A password's length: the login takes no more, and a shorter one is refused everywhere. */
 export const PASSWORD_LENGTH = { min: 8, max: 256 } as const;
 
+/** Whether a password is of an allowed length (PASSWORD_LENGTH). */
+export function hasPasswordLength(password: string): boolean {
+  return password.length >= PASSWORD_LENGTH.min && password.length <= PASSWORD_LENGTH.max;
+}
+
+/** The longest name of a project, token, model and so on, in characters as JSON Schema counts them. */
+export const MAX_NAME_LENGTH = 200;
+
 /** Where the data lives: an embedded SQLite file or a PostgreSQL server. */
 export type DatabaseTarget = { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string; poolSize: number };
 
@@ -187,7 +195,7 @@ export function loadConfig(env: Env = process.env): Config {
   if (adminEmail.length > MAX_EMAIL_LENGTH) throw new ConfigError('WAYGATE_ADMIN_EMAIL', `is longer than ${MAX_EMAIL_LENGTH} characters (once lower-cased)`);
   // Not trimmed: spaces are part of a password, and the login compares it as typed.
   const adminPassword = env.WAYGATE_ADMIN_PASSWORD === '' ? undefined : env.WAYGATE_ADMIN_PASSWORD;
-  if (adminPassword !== undefined && (adminPassword.length < PASSWORD_LENGTH.min || adminPassword.length > PASSWORD_LENGTH.max)) {
+  if (adminPassword !== undefined && !hasPasswordLength(adminPassword)) {
     throw new ConfigError('WAYGATE_ADMIN_PASSWORD', `must be ${PASSWORD_LENGTH.min} to ${PASSWORD_LENGTH.max} characters`);
   }
   const redisUrl = text(env, 'REDIS_URL');

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, PASSWORD_LENGTH } from '../config.js';
+import { ConfigError, hasPasswordLength, loadConfig, MAX_NAME_LENGTH, PASSWORD_LENGTH } from '../config.js';
 import type { Context } from '../context.js';
 import { ROLES, type Role } from '../http/rbac.js';
 
@@ -83,9 +83,9 @@ async function checkTokenOptions(sub: string | undefined, values: TokenOptions):
   }
   if (sub !== 'create') throw new UsageError(HELP.tokens!);
   if (!values.name) throw new UsageError('tokens create needs --name');
-  // The API's length for names (1 to 200 characters, counted as its schema counts them), and not blank: a name of
-  // spaces would list as nothing.
-  if (values.name.trim() === '' || [...values.name].length > 200) throw new UsageError('--name must be 1 to 200 characters, not only spaces');
+  // The API's length for names (counted as its schema counts them), and not blank: a name of spaces would list as
+  // nothing.
+  if (values.name.trim() === '' || [...values.name].length > MAX_NAME_LENGTH) throw new UsageError(`--name must be 1 to ${MAX_NAME_LENGTH} characters, not only spaces`);
   if (values['no-project'] && values.project !== undefined) throw new UsageError('--project and --no-project exclude each other');
   if (!ROLES.includes((values.role ?? 'member') as Role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`);
   if (values.expires !== undefined) await checkExpires(values.expires);
@@ -129,8 +129,7 @@ async function usersCommand(sub: string | undefined, args: string[]): Promise<vo
   const values = optionsOf('users', args, { email: { type: 'string' }, password: { type: 'string' } });
   if (sub !== 'reset-password') throw new UsageError(HELP.users!);
   if (!values.email) throw new UsageError('users reset-password needs --email');
-  const { min, max } = PASSWORD_LENGTH;
-  if (values.password !== undefined && (values.password.length < min || values.password.length > max)) throw new UsageError(`--password must be ${min} to ${max} characters`);
+  if (values.password !== undefined && !hasPasswordLength(values.password)) throw new UsageError(`--password must be ${PASSWORD_LENGTH.min} to ${PASSWORD_LENGTH.max} characters`);
   const { userView } = await import('../areas/users/service.js');
   await withContext(async (ctx) => {
     const { user, password } = await ctx.services.users.resetPassword(values.email!, values.password);

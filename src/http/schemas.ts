@@ -1,5 +1,5 @@
 import { Type, type TSchema, type TUnsafe } from '@sinclair/typebox';
-import { EMAIL_PATTERN, MAX_EMAIL_LENGTH, PASSWORD_LENGTH } from '../config.js';
+import { EMAIL_PATTERN, MAX_EMAIL_LENGTH, MAX_NAME_LENGTH, PASSWORD_LENGTH } from '../config.js';
 
 export const ErrorBody = Type.Object(
   {
@@ -46,7 +46,7 @@ export function withCommonErrors<T extends { response?: unknown; consumes?: read
 
 export const IsoDateTime = Type.String({ format: 'date-time' });
 export const NullableIsoDateTime = Type.Union([IsoDateTime, Type.Null()]);
-export const Name = Type.String({ minLength: 1, maxLength: 200 });
+export const Name = Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH });
 export const Email = Type.String({ pattern: EMAIL_PATTERN, maxLength: MAX_EMAIL_LENGTH, description: 'An email address (local@domain)' });
 export const Password = Type.String({ minLength: PASSWORD_LENGTH.min, maxLength: PASSWORD_LENGTH.max });
 /** A string enum as plain JSON Schema `enum`, so a bad value's error lists the allowed ones. */
