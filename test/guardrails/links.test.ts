@@ -5,7 +5,7 @@ import { migration0012ModelGuardrailLinks } from '../../src/db/migrations/0012_m
 import { GuardrailStore } from '../../src/areas/guardrails/store.js';
 import { ModelStore } from '../../src/areas/models/store.js';
 import { randomBase32 } from '../../src/platform/ids.js';
-import { BACKENDS, call } from '../helpers/app.js';
+import { BACKENDS, call, createTestApp } from '../helpers/app.js';
 import { tempDatabases } from '../helpers/databases.js';
 import { twoInstancesSignedIn, type SignedInInstances } from '../helpers/instances.js';
 import { chatBody } from '../helpers/models.js';
@@ -100,6 +100,27 @@ describe.skipIf(!hasRedis || !BACKENDS.includes(backend))('a guardrail deleted o
     expect(named.json().error.message).toContain(guardrail);
     const chat = await call(t.a, t.token, { method: 'POST', url: '/api/client/v1/chat/completions', payload: chatBody(model) });
     expect(chat.statusCode, chat.body).toBe(200);
+  });
+});
+
+/** The database's word is mapped on each backend: its foreign-key error becomes the 409, naming the model. */
+describe.each(BACKENDS)('a guardrail held by a link its instance did not know of, on %s', (backend) => {
+  it('is not deleted: 409 naming the model that the link says names it', async () => {
+    const t = await createTestApp({ backend });
+    try {
+      const guardrail = newKey('g');
+      const model = newKey('m');
+      expect((await call(t.app, t.adminSession, { method: 'POST', url: '/api/guardrails', payload: { key: guardrail, type: 'pii', action: 'flag' } })).statusCode).toBe(201);
+      expect((await call(t.app, t.adminSession, { method: 'POST', url: '/api/models', payload: { key: model, provider: { type: 'mock' }, capabilities: ['chat'] } })).statusCode).toBe(201);
+      // Only the link says so (as when another instance's change has not reached this one's cache).
+      const project = await t.ctx.database.db.selectFrom('projects').select(['id', 'tenant_id']).where('key', '=', 'default').executeTakeFirstOrThrow();
+      await t.ctx.database.db.insertInto('model_guardrails').values({ tenant_id: project.tenant_id, project_id: project.id, model_key: model, guardrail_key: guardrail }).execute();
+      const deleted = await call(t.app, t.adminSession, { method: 'DELETE', url: `/api/guardrails/${guardrail}` });
+      expect(deleted.statusCode, deleted.body).toBe(409);
+      expect(deleted.json().error.message).toBe(`Guardrail "${guardrail}" is used by model "${model}"; remove it from the model first`);
+    } finally {
+      await t.close();
+    }
   });
 });
 

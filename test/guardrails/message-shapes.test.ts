@@ -45,6 +45,8 @@ describe('guardrails read every message shape the upstream receives', () => {
       ['reasoning_content', { reasoning_content: { text: CARD } }, /reasoning_content/],
       ['reasoning', { reasoning: [String(CARD)] }, /reasoning/],
       ['audio.transcript', { audio: { id: 'audio_1', transcript: CARD } }, /audio.*transcript/],
+      ['audio', { audio: 'audio_1' }, /audio/],
+      ['content part refusal', { content: [{ type: 'refusal', refusal: CARD }] }, /content.*refusal/],
     ])('an earlier answer whose %s is not a string is refused before the upstream', async (_field, extra, named) => {
       for (const model of [s.claude, s.blockIn]) {
         const messages = [{ role: 'user', content: 'hi' }, { role: 'assistant', content: 'ok', ...extra }, { role: 'user', content: 'again' }];
