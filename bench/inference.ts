@@ -2,9 +2,9 @@
  * Inference benchmark (issue 3, "Speed and memory"): what Waygate adds to an OpenAI-compatible call, measured against
  * the same fake upstream called directly and through the Portkey OSS gateway, all in the same run.
  *
- *   node --import tsx bench/inference.ts [--rounds 3] [--requests 5000] [--duration 5] [--connections 64]
+ *   node --import tsx bench/inference.ts [--rounds 3] [--requests 5000] [--warmup-requests 3000] [--duration 5] [--connections 64]
  *        [--stream-requests 2000] [--streams 1000] [--memory-requests 1000000] [--sparse-requests 100] [--sparse-interval-ms 20]
- *        [--targets direct,proxy,waygate,portkey, plus waygate-no-poll for the polling A/B]
+ *        [--targets direct,proxy,waygate,portkey, plus floor for the least a metering gateway costs and waygate-no-poll for the polling A/B]
  *        [--entry build|tsx|dist] [--idle-seconds 60] [--database postgres://...] [--log-level info] [--cpu-prof <dir>] [--json <file>] [--no-pin]
  *
  * CPU 0: Waygate and Portkey (`taskset -c 0`, one at a time under load). CPU 1: the fake upstream (its own child
@@ -21,13 +21,16 @@ import { cleanupsOnExit, entryOption, loadOptions, wholeNumber, type Entry, type
 import { int, machine, ms, pinSelf, sourceVersion, table } from './lib/report.js';
 import { cpuSecondsOf, foreignLoad, hasTaskset, memoryMbOf, SCHEDULER_TIMES, settle, startServer, transpileSources, type BenchServer } from './lib/server.js';
 import { heldStreams, streamSequential, type HeldStreams, type TtfbSample } from './lib/stream.js';
+import { startFloorGateway } from './lib/floor.js';
 import { startProxy } from './lib/proxy.js';
 import { startUpstream, type UpstreamProcess } from './lib/upstream.js';
 
-type TargetName = 'direct' | 'proxy' | 'waygate' | 'waygate-no-poll' | 'portkey';
+type TargetName = 'direct' | 'proxy' | 'floor' | 'waygate' | 'waygate-no-poll' | 'portkey';
 
 /** The A/B target `waygate-no-poll`: Waygate with its event-loop polling turned off. */
 const NO_POLL_LABEL = 'Waygate, no polling';
+/** The control target `floor` (bench/lib/floor.ts): a call's duties and nothing else, without a framework. */
+const FLOOR_LABEL = 'floor gateway';
 
 interface Options extends LoadOptions {
   streamRequests: number;
@@ -54,7 +57,7 @@ function options(argv: string[]): Options {
     options: {
       rounds: { type: 'string', default: '3' },
       requests: { type: 'string', default: '5000' },
-      'warmup-requests': { type: 'string', default: '500' },
+      'warmup-requests': { type: 'string', default: '3000' },
       duration: { type: 'string', default: '5' },
       warmup: { type: 'string', default: '1' },
       connections: { type: 'string', default: '64' },
@@ -77,7 +80,7 @@ function options(argv: string[]): Options {
     },
   });
   const targets = (values.targets ?? '').split(',').map((t) => t.trim().toLowerCase()).filter(Boolean);
-  for (const t of targets) if (!['direct', 'proxy', 'waygate', 'waygate-no-poll', 'portkey'].includes(t)) throw new Error(`--targets: unknown target ${t}`);
+  for (const t of targets) if (!['direct', 'proxy', 'floor', 'waygate', 'waygate-no-poll', 'portkey'].includes(t)) throw new Error(`--targets: unknown target ${t}`);
   if (!targets.includes('direct')) targets.unshift('direct'); // every figure is relative to it
   return {
     ...loadOptions(values),
@@ -261,6 +264,15 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
       cleanups.add(() => proxy.stop());
       write(`bare proxy (node:http + undici, no processing) pid ${proxy.pid} on http://127.0.0.1:${proxy.port}`);
       gateways.push(gateway('bare proxy', '127.0.0.1', proxy.port, proxy.pid, '/v1', { authorization: 'Bearer sk-bench-not-a-key' }, UPSTREAM_MODEL));
+    }
+
+    if (opts.targets.includes('floor')) {
+      const token = 'wg_floor_bench_token';
+      const models = Object.fromEntries((Object.keys(WAYGATE_MODEL) as (keyof typeof WAYGATE_MODEL)[]).map((kind) => [WAYGATE_MODEL[kind], UPSTREAM_MODEL[kind]]));
+      const floor = await startFloorGateway({ cpus: gwCpus, upstreamOrigin: new URL(upstream.baseUrl).origin, token, models });
+      cleanups.add(() => floor.stop());
+      write(`floor gateway (node:http + undici + better-sqlite3 + pino: token, body, upstream, usage row, log line) pid ${floor.pid} on http://127.0.0.1:${floor.port}`);
+      gateways.push(gateway(FLOOR_LABEL, '127.0.0.1', floor.port, floor.pid, '/v1', { authorization: `Bearer ${token}` }, WAYGATE_MODEL));
     }
 
     if (opts.targets.includes('waygate')) {
@@ -636,6 +648,12 @@ function report(opts: Options, gateways: Gateway[], results: Map<string, TargetR
       goals.push(['Waygate minus bare proxy: TTFB p50', `${added(w.t50, bp.t50)} ms`, "(Waygate's own)", '']);
       goals.push(['Waygate minus bare proxy: CPU per request', `${(w.cpuUs - bp.cpuUs).toFixed(1)} µs`, "(Waygate's own)", '']);
     }
+  }
+  const fl = s.get(FLOOR_LABEL);
+  if (fl) {
+    goals.push([`floor gateway / direct req/s, concurrency ${opts.connections}`, (fl.rps / d.rps).toFixed(3), "(a call's duties, no framework)", '']);
+    goals.push(['floor gateway CPU per request', `${fl.cpuUs.toFixed(1)} µs`, "(a call's duties, no framework)", '']);
+    if (w) goals.push([`Waygate / floor gateway req/s, concurrency ${opts.connections}`, (w.rps / fl.rps).toFixed(3), '', '']);
   }
   const np = s.get(NO_POLL_LABEL);
   if (w && np) {
