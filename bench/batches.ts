@@ -26,7 +26,7 @@ import { concurrentAmount, median, type Target } from './lib/measure.js';
 import { cleanupsOnExit, entryOption, wholeNumber, type Entry } from './lib/options.js';
 import { int, machine, ms, pinSelf, sourceVersion, table } from './lib/report.js';
 import { foreignLoad, hasTaskset, memoryMbOf, settle, startServer, transpileSources, type BenchServer } from './lib/server.js';
-import { startUpstream, type UpstreamProcess, type UpstreamStats } from './lib/upstream.js';
+import { startUpstream, UPSTREAM_API_KEY, type UpstreamProcess, type UpstreamStats } from './lib/upstream.js';
 
 const PARTS = ['create', 'run', 'memory', 'latency'] as const;
 type Part = (typeof PARTS)[number];
@@ -260,7 +260,7 @@ async function direct(upstream: UpstreamProcess, connections: number, amount: nu
     label: 'direct chat',
     method: 'POST',
     path: '/v1/chat/completions',
-    headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench-not-a-key' },
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${UPSTREAM_API_KEY}` },
     body: JSON.stringify({ model: UPSTREAM_MODEL, messages: [{ role: 'user', content: 'Item 0: say hello in one short sentence.' }] }),
     expectStatus: 200,
   };

@@ -23,7 +23,7 @@ import { cpuSecondsOf, foreignLoad, hasTaskset, memoryMbOf, SCHEDULER_TIMES, set
 import { heldStreams, streamSequential, type HeldStreams, type TtfbSample } from './lib/stream.js';
 import { startFloorGateway } from './lib/floor.js';
 import { startProxy } from './lib/proxy.js';
-import { startUpstream, type UpstreamProcess } from './lib/upstream.js';
+import { startUpstream, UPSTREAM_API_KEY, type UpstreamProcess } from './lib/upstream.js';
 
 type TargetName = 'direct' | 'proxy' | 'floor' | 'waygate' | 'waygate-no-poll' | 'portkey';
 
@@ -257,13 +257,13 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
     const upstream = await startUpstream({ cpus: pinned ? '1' : null, chunks: opts.chunks, holdChunkMs: opts.holdChunkMs });
     cleanups.add(() => upstream.stop());
     write(`fake upstream pid ${upstream.pid} on ${upstream.baseUrl} (${opts.chunks} content chunks per stream)`);
-    gateways.push(gateway('direct', '127.0.0.1', upstream.port, null, '/v1', { authorization: 'Bearer sk-bench-not-a-key' }, UPSTREAM_MODEL));
+    gateways.push(gateway('direct', '127.0.0.1', upstream.port, null, '/v1', { authorization: `Bearer ${UPSTREAM_API_KEY}` }, UPSTREAM_MODEL));
 
     if (opts.targets.includes('proxy')) {
       const proxy = await startProxy({ cpus: gwCpus, upstreamOrigin: new URL(upstream.baseUrl).origin });
       cleanups.add(() => proxy.stop());
       write(`bare proxy (node:http + undici, no processing) pid ${proxy.pid} on http://127.0.0.1:${proxy.port}`);
-      gateways.push(gateway('bare proxy', '127.0.0.1', proxy.port, proxy.pid, '/v1', { authorization: 'Bearer sk-bench-not-a-key' }, UPSTREAM_MODEL));
+      gateways.push(gateway('bare proxy', '127.0.0.1', proxy.port, proxy.pid, '/v1', { authorization: `Bearer ${UPSTREAM_API_KEY}` }, UPSTREAM_MODEL));
     }
 
     if (opts.targets.includes('floor')) {

@@ -4,6 +4,7 @@
  */
 import http from 'node:http';
 import type { BenchServer } from './server.js';
+import { UPSTREAM_API_KEY } from './upstream.js';
 
 export interface JsonReply {
   status: number;
@@ -83,7 +84,7 @@ const BENCH_PRICING = { inputPer1M: 0.15, outputPer1M: 0.6, currency: 'USD' };
 export async function registerModels(server: BenchServer, upstreamBaseUrl: string, models: ModelSpec[]): Promise<string | null> {
   const auth = await adminLogin(server);
   if (typeof auth === 'string') return auth;
-  const provider = { type: 'openai-compatible', baseUrl: upstreamBaseUrl, apiKey: 'sk-bench-not-a-key' };
+  const provider = { type: 'openai-compatible', baseUrl: upstreamBaseUrl, apiKey: UPSTREAM_API_KEY };
   for (const m of models) {
     const reply = await requestJson(server.host, server.port, 'POST', '/api/models', auth, { ...m, name: m.key, provider, pricing: BENCH_PRICING });
     if (reply.status === 404) return `POST /api/models answered 404: the inference routes are not there yet`;

@@ -7,8 +7,8 @@
  *
  *   node --import tsx bench/lib/floor.ts --port 0 --upstream http://127.0.0.1:PORT --token TOKEN --models KEY=UPSTREAM,...
  *
- * Per call: the bearer token's SHA-256 looked up in a map (401 otherwise); the JSON body parsed, its `model` looked
- * up (404 otherwise) and replaced by the upstream model; the call dispatched with keep-alive; a non-stream answer
+ * Per call: the bearer token's SHA-256 looked up in a map (401 otherwise); the JSON body parsed (400 unless an
+ * object), its `model` looked up (404 otherwise) and replaced by the upstream model; the call dispatched with keep-alive; a non-stream answer
  * parsed for its usage and sent back with `x-request-id` and `x-waygate-overhead-ms`; a stream piped back chunk by
  * chunk, its usage read from the event that carries it. Every call adds one row to `usage_events` (21 columns, one
  * index on project and time), written 50 rows a transaction off the request path together with an hourly and a daily
@@ -25,12 +25,12 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pino from 'pino';
 import { Agent, type Dispatcher } from 'undici';
+import { DAY_MS, HOUR_MS } from '../../src/platform/time.js';
 import { serveChild, startChild, type ChildServer } from './child.js';
+import { UPSTREAM_API_KEY } from './upstream.js';
 
 const FLUSH_ROWS = 50;
 const ROWS_PER_STATEMENT = 10;
-const HOUR_MS = 3_600_000;
-const DAY_MS = 86_400_000;
 
 interface Usage {
   prompt_tokens?: number;
@@ -115,12 +115,14 @@ export function createFloorGateway(upstreamOrigin: string, token: string, models
     req.on('data', (part: Buffer) => parts.push(part));
     req.on('end', () => {
       if (!tokenId) return fail(res, 401, 'invalid token');
-      let body: Record<string, unknown>;
+      let parsed: unknown;
       try {
-        body = JSON.parse(Buffer.concat(parts).toString('utf8')) as Record<string, unknown>;
+        parsed = JSON.parse(Buffer.concat(parts).toString('utf8'));
       } catch {
         return fail(res, 400, 'body is not JSON');
       }
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return fail(res, 400, 'body is not a JSON object');
+      const body = parsed as Record<string, unknown>;
       const upstreamModel = typeof body.model === 'string' ? models.get(body.model) : undefined;
       if (!upstreamModel) return fail(res, 404, 'unknown model');
       const model = body.model as string;
@@ -158,7 +160,11 @@ export function createFloorGateway(upstreamOrigin: string, token: string, models
           if (streamed) res.end();
           else {
             const answer = Buffer.concat(chunks);
-            usage = (JSON.parse(answer.toString('utf8')) as { usage?: Usage }).usage ?? {};
+            try {
+              usage = (JSON.parse(answer.toString('utf8')) as { usage?: Usage }).usage ?? {};
+            } catch {
+              return fail(res, 502, 'upstream answer is not JSON');
+            }
             res.writeHead(status, { 'content-type': 'application/json', 'x-request-id': requestId, 'x-waygate-overhead-ms': (performance.now() - started - upstreamMs).toFixed(3) });
             res.end(answer);
           }
@@ -166,7 +172,7 @@ export function createFloorGateway(upstreamOrigin: string, token: string, models
           log.info({ requestId, method: req.method, url: req.url, statusCode: status, ms: Math.round((performance.now() - started) * 100) / 100 }, 'request');
         },
       };
-      agent.dispatch({ origin: upstreamOrigin, path: req.url ?? '/', method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer sk-bench-not-a-key' }, body: JSON.stringify(body) }, handler);
+      agent.dispatch({ origin: upstreamOrigin, path: req.url ?? '/', method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${UPSTREAM_API_KEY}` }, body: JSON.stringify(body) }, handler);
     });
   });
   server.headersTimeout = 60_000;

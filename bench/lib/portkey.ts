@@ -14,6 +14,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { REPO_ROOT, cpuSecondsOf, freePort, terminate } from './server.js';
+import { UPSTREAM_API_KEY } from './upstream.js';
 
 export const PORTKEY_DIR = path.join(REPO_ROOT, 'bench', 'portkey');
 const ENTRY = path.join(PORTKEY_DIR, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
@@ -94,7 +95,7 @@ export async function startPortkey(options: { cpus: string | null; nodeArgs?: st
     headersFor: (upstreamBaseUrl) => ({
       'x-portkey-provider': 'openai',
       'x-portkey-custom-host': upstreamBaseUrl,
-      authorization: 'Bearer sk-bench-not-a-key',
+      authorization: `Bearer ${UPSTREAM_API_KEY}`,
     }),
     cpuSeconds: () => cpuSecondsOf(pid),
     stop,

@@ -24,6 +24,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { serveChild, startChild, type ChildServer } from './child.js';
 
+/** The API key every benchmark client and gateway sends the fake upstream (which ignores it). */
+export const UPSTREAM_API_KEY = 'sk-bench-not-a-key';
+
 export interface UpstreamConfig {
   port: number;
   /** Content chunks per streamed completion. */
