@@ -4,7 +4,7 @@
  *
  *   node --import tsx bench/inference.ts [--rounds 3] [--requests 5000] [--warmup-requests 3000] [--duration 5] [--connections 64]
  *        [--stream-requests 2000] [--streams 1000] [--memory-requests 1000000] [--sparse-requests 100] [--sparse-interval-ms 20]
- *        [--targets direct,proxy,waygate,portkey, plus floor for the least a metering gateway costs and waygate-no-poll for the polling A/B]
+ *        [--targets direct,proxy,waygate,portkey, plus floor for the least a metering gateway costs, floor-fastify for the same on Fastify, and waygate-no-poll for the polling A/B]
  *        [--entry build|tsx|dist] [--idle-seconds 60] [--database postgres://...] [--log-level info] [--cpu-prof <dir>] [--json <file>] [--no-pin]
  *
  * CPU 0: Waygate and Portkey (`taskset -c 0`, one at a time under load). CPU 1: the fake upstream (its own child
@@ -25,12 +25,14 @@ import { startFloorGateway } from './lib/floor.js';
 import { startProxy } from './lib/proxy.js';
 import { startUpstream, UPSTREAM_API_KEY, type UpstreamProcess } from './lib/upstream.js';
 
-type TargetName = 'direct' | 'proxy' | 'floor' | 'waygate' | 'waygate-no-poll' | 'portkey';
+type TargetName = 'direct' | 'proxy' | 'floor' | 'floor-fastify' | 'waygate' | 'waygate-no-poll' | 'portkey';
 
 /** The A/B target `waygate-no-poll`: Waygate with its event-loop polling turned off. */
 const NO_POLL_LABEL = 'Waygate, no polling';
 /** The control target `floor` (bench/lib/floor.ts): a call's duties and nothing else, without a framework. */
 const FLOOR_LABEL = 'floor gateway';
+/** The control target `floor-fastify`: the same duties inside one Fastify route (what the framework adds). */
+const FASTIFY_FLOOR_LABEL = 'floor on Fastify';
 
 interface Options extends LoadOptions {
   streamRequests: number;
@@ -80,7 +82,7 @@ function options(argv: string[]): Options {
     },
   });
   const targets = (values.targets ?? '').split(',').map((t) => t.trim().toLowerCase()).filter(Boolean);
-  for (const t of targets) if (!['direct', 'proxy', 'floor', 'waygate', 'waygate-no-poll', 'portkey'].includes(t)) throw new Error(`--targets: unknown target ${t}`);
+  for (const t of targets) if (!['direct', 'proxy', 'floor', 'floor-fastify', 'waygate', 'waygate-no-poll', 'portkey'].includes(t)) throw new Error(`--targets: unknown target ${t}`);
   if (!targets.includes('direct')) targets.unshift('direct'); // every figure is relative to it
   return {
     ...loadOptions(values),
@@ -266,13 +268,15 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
       gateways.push(gateway('bare proxy', '127.0.0.1', proxy.port, proxy.pid, '/v1', { authorization: `Bearer ${UPSTREAM_API_KEY}` }, UPSTREAM_MODEL));
     }
 
-    if (opts.targets.includes('floor')) {
+    for (const fastify of [false, true]) {
+      if (!opts.targets.includes(fastify ? 'floor-fastify' : 'floor')) continue;
       const token = 'wg_floor_bench_token';
       const models = Object.fromEntries((Object.keys(WAYGATE_MODEL) as (keyof typeof WAYGATE_MODEL)[]).map((kind) => [WAYGATE_MODEL[kind], UPSTREAM_MODEL[kind]]));
-      const floor = await startFloorGateway({ cpus: gwCpus, upstreamOrigin: new URL(upstream.baseUrl).origin, token, models });
+      const floor = await startFloorGateway({ cpus: gwCpus, upstreamOrigin: new URL(upstream.baseUrl).origin, token, models, fastify });
       cleanups.add(() => floor.stop());
-      write(`floor gateway (node:http + undici + better-sqlite3 + pino: token, body, upstream, usage row, log line) pid ${floor.pid} on http://127.0.0.1:${floor.port}`);
-      gateways.push(gateway(FLOOR_LABEL, '127.0.0.1', floor.port, floor.pid, '/v1', { authorization: `Bearer ${token}` }, WAYGATE_MODEL));
+      const label = fastify ? FASTIFY_FLOOR_LABEL : FLOOR_LABEL;
+      write(`${label} (${fastify ? 'Fastify' : 'node:http'} + undici + better-sqlite3 + pino: token, body, upstream, usage row, log line) pid ${floor.pid} on http://127.0.0.1:${floor.port}`);
+      gateways.push(gateway(label, '127.0.0.1', floor.port, floor.pid, '/v1', { authorization: `Bearer ${token}` }, WAYGATE_MODEL));
     }
 
     if (opts.targets.includes('waygate')) {
@@ -654,6 +658,13 @@ function report(opts: Options, gateways: Gateway[], results: Map<string, TargetR
     goals.push([`floor gateway / direct req/s, concurrency ${opts.connections}`, (fl.rps / d.rps).toFixed(3), "(a call's duties, no framework)", '']);
     goals.push(['floor gateway CPU per request', `${fl.cpuUs.toFixed(1)} µs`, "(a call's duties, no framework)", '']);
     if (w) goals.push([`Waygate / floor gateway req/s, concurrency ${opts.connections}`, (w.rps / fl.rps).toFixed(3), '', '']);
+  }
+  const ff = s.get(FASTIFY_FLOOR_LABEL);
+  if (ff) {
+    goals.push([`floor on Fastify / direct req/s, concurrency ${opts.connections}`, (ff.rps / d.rps).toFixed(3), '(the duties on Fastify)', '']);
+    goals.push(['floor on Fastify CPU per request', `${ff.cpuUs.toFixed(1)} µs`, '(the duties on Fastify)', '']);
+    if (fl) goals.push(['floor on Fastify minus floor gateway: CPU per request', `${(ff.cpuUs - fl.cpuUs).toFixed(1)} µs`, '(what the framework costs)', '']);
+    if (w) goals.push(['Waygate minus floor on Fastify: CPU per request', `${(w.cpuUs - ff.cpuUs).toFixed(1)} µs`, "(Waygate's own layers)", '']);
   }
   const np = s.get(NO_POLL_LABEL);
   if (w && np) {

@@ -5,7 +5,7 @@
  * upstream, reads the usage, stores one usage event and logs one line, so that Waygate's figures can be read
  * against what its duties alone cost, as the bare proxy shows what the hop alone costs.
  *
- *   node --import tsx bench/lib/floor.ts --port 0 --upstream http://127.0.0.1:PORT --token TOKEN --models KEY=UPSTREAM,...
+ *   node --import tsx bench/lib/floor.ts --port 0 --upstream http://127.0.0.1:PORT --token TOKEN --models KEY=UPSTREAM,... [--fastify]
  *
  * Per call: the bearer token's SHA-256 looked up in a map (401 otherwise); the JSON body parsed (400 unless an
  * object), its `model` looked up (404 otherwise) and replaced by the upstream model; the call dispatched with keep-alive; a non-stream answer
@@ -14,6 +14,9 @@
  * index on project and time), written 50 rows a transaction off the request path together with an hourly and a daily
  * rollup, as Waygate does; every call logs one JSON line through pino with Waygate's destination settings. The data
  * directory is a temp directory, removed on exit.
+ *
+ * With `--fastify` (the `floor-fastify` target) the same duties run inside one Fastify route, as Waygate is served:
+ * the step from the floor to it is what the framework costs, and the step from it to Waygate is Waygate's own layers.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -23,6 +26,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import pino from 'pino';
 import { Agent, type Dispatcher } from 'undici';
 import { DAY_MS, HOUR_MS } from '../../src/platform/time.js';
@@ -82,7 +86,35 @@ function openUsageStore(file: string) {
   });
 }
 
-export function createFloorGateway(upstreamOrigin: string, token: string, models: Map<string, string>, dataDir: string): http.Server {
+/** Where the duties send a call's answer: node:http's response, or Fastify's reply. */
+interface Answerer {
+  fail(status: number, message: string): void;
+  /** A non-stream answer, whole. */
+  answer(status: number, headers: Record<string, string>, body: Buffer): void;
+  /** A stream's head, then its chunks as they come, then its end; `abort` when the upstream failed mid-stream. */
+  streamHead(status: number, headers: Record<string, string>): void;
+  streamChunk(chunk: Buffer): void;
+  streamEnd(): void;
+  abort(): void;
+  readonly started: boolean;
+}
+
+/** One parsed call as the front end hands it over. */
+interface FloorCall {
+  tokenId: string;
+  body: Record<string, unknown>;
+  path: string;
+  requestId: string;
+  started: number;
+  /** Called once the call is metered, with its status, for the front end's log line. */
+  logged(status: number): void;
+}
+
+/**
+ * A call's duties after the front end has parsed it: the model looked up and swapped, the upstream call, the usage
+ * read, one usage row queued. Shared by both front ends, so that they differ only in what serves HTTP.
+ */
+function floorDuties(upstreamOrigin: string, token: string, models: Map<string, string>, dataDir: string) {
   const agent = new Agent({ keepAliveTimeout: 30_000, connections: null });
   const tokens = new Map([[sha256(token), 'token-1']]);
   const writeRows = openUsageStore(path.join(dataDir, 'usage.db'));
@@ -101,78 +133,107 @@ export function createFloorGateway(upstreamOrigin: string, token: string, models
       (input * 0.5 + output * 1.5) / 1e6, 'USD', performance.now() - started, upstreamMs, status, requestId, null, streamed ? 1 : 0, Date.now()]);
     if (pending.length === FLUSH_ROWS) setImmediate(flush);
   };
-  const fail = (res: http.ServerResponse, status: number, message: string) => {
-    res.writeHead(status, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ error: { message } }));
+  const authenticate = (authorization: string | undefined): string | undefined => {
+    const bearer = /^Bearer (\S+)$/.exec(authorization ?? '');
+    return bearer ? tokens.get(sha256(bearer[1]!)) : undefined;
   };
+  const nextRequestId = () => `req_${(++sequence).toString(36)}`;
 
+  const forward = (call: FloorCall, out: Answerer): void => {
+    const { body, requestId, started } = call;
+    const upstreamModel = typeof body.model === 'string' ? models.get(body.model) : undefined;
+    if (!upstreamModel) return out.fail(404, 'unknown model');
+    const model = body.model as string;
+    const endpoint = call.path.endsWith('/embeddings') ? 'embeddings' : 'chat';
+    const streamed = body.stream === true;
+    body.model = upstreamModel;
+    const chunks: Buffer[] = [];
+    let status = 0;
+    let usage: Usage = {};
+    const sent = performance.now();
+    const handler: Dispatcher.DispatchHandler = {
+      onConnect: () => {},
+      onError: (err) => (out.started ? out.abort() : out.fail(502, err.message)),
+      onHeaders: (statusCode) => {
+        status = statusCode;
+        if (streamed) out.streamHead(statusCode, { 'content-type': 'text/event-stream', 'x-request-id': requestId });
+        return true;
+      },
+      onData: (chunk) => {
+        if (!streamed) chunks.push(chunk);
+        else {
+          const text = chunk.toString('utf8');
+          const at = text.indexOf('"usage":{');
+          try {
+            if (at >= 0) usage = (JSON.parse(text.slice(text.lastIndexOf('data: ', at) + 6, text.indexOf('\n', at))) as { usage: Usage }).usage;
+          } catch {
+            // An event split across two reads: this call is metered without usage.
+          }
+          out.streamChunk(chunk);
+        }
+        return true;
+      },
+      onComplete: () => {
+        const upstreamMs = performance.now() - sent;
+        if (streamed) out.streamEnd();
+        else {
+          const answer = Buffer.concat(chunks);
+          try {
+            usage = (JSON.parse(answer.toString('utf8')) as { usage?: Usage }).usage ?? {};
+          } catch {
+            return out.fail(502, 'upstream answer is not JSON');
+          }
+          out.answer(status, { 'content-type': 'application/json', 'x-request-id': requestId, 'x-waygate-overhead-ms': (performance.now() - started - upstreamMs).toFixed(3) }, answer);
+        }
+        meter(call.tokenId, model, endpoint, usage, started, upstreamMs, status, requestId, streamed);
+        call.logged(status);
+      },
+    };
+    agent.dispatch({ origin: upstreamOrigin, path: call.path, method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${UPSTREAM_API_KEY}` }, body: JSON.stringify(body) }, handler);
+  };
+  return { authenticate, nextRequestId, forward, log };
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** The floor on node:http: the body read and parsed by hand, one log line per call. */
+export function createFloorGateway(upstreamOrigin: string, token: string, models: Map<string, string>, dataDir: string): http.Server {
+  const duties = floorDuties(upstreamOrigin, token, models, dataDir);
   const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     const started = performance.now();
-    const requestId = `req_${(++sequence).toString(36)}`;
-    const bearer = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '');
-    const tokenId = bearer ? tokens.get(sha256(bearer[1]!)) : undefined;
+    const requestId = duties.nextRequestId();
+    const tokenId = duties.authenticate(req.headers.authorization);
+    const out: Answerer = {
+      fail: (status, message) => {
+        res.writeHead(status, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message } }));
+      },
+      answer: (status, headers, body) => {
+        res.writeHead(status, headers);
+        res.end(body);
+      },
+      streamHead: (status, headers) => res.writeHead(status, headers),
+      streamChunk: (chunk) => res.write(chunk),
+      streamEnd: () => res.end(),
+      abort: () => res.destroy(),
+      get started() {
+        return res.headersSent;
+      },
+    };
     const parts: Buffer[] = [];
     req.on('data', (part: Buffer) => parts.push(part));
     req.on('end', () => {
-      if (!tokenId) return fail(res, 401, 'invalid token');
-      let parsed: unknown;
+      if (!tokenId) return out.fail(401, 'invalid token');
+      let body: unknown;
       try {
-        parsed = JSON.parse(Buffer.concat(parts).toString('utf8'));
+        body = JSON.parse(Buffer.concat(parts).toString('utf8'));
       } catch {
-        return fail(res, 400, 'body is not JSON');
+        return out.fail(400, 'body is not JSON');
       }
-      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return fail(res, 400, 'body is not a JSON object');
-      const body = parsed as Record<string, unknown>;
-      const upstreamModel = typeof body.model === 'string' ? models.get(body.model) : undefined;
-      if (!upstreamModel) return fail(res, 404, 'unknown model');
-      const model = body.model as string;
-      const endpoint = req.url?.endsWith('/embeddings') ? 'embeddings' : 'chat';
-      const streamed = body.stream === true;
-      body.model = upstreamModel;
-      const chunks: Buffer[] = [];
-      let status = 0;
-      let usage: Usage = {};
-      const sent = performance.now();
-      const handler: Dispatcher.DispatchHandler = {
-        onConnect: () => {},
-        onError: (err) => (res.headersSent ? res.destroy() : fail(res, 502, err.message)),
-        onHeaders: (statusCode) => {
-          status = statusCode;
-          if (streamed) res.writeHead(statusCode, { 'content-type': 'text/event-stream', 'x-request-id': requestId });
-          return true;
-        },
-        onData: (chunk) => {
-          if (!streamed) chunks.push(chunk);
-          else {
-            const text = chunk.toString('utf8');
-            const at = text.indexOf('"usage":{');
-            try {
-              if (at >= 0) usage = (JSON.parse(text.slice(text.lastIndexOf('data: ', at) + 6, text.indexOf('\n', at))) as { usage: Usage }).usage;
-            } catch {
-              // An event split across two reads: this call is metered without usage.
-            }
-            res.write(chunk);
-          }
-          return true;
-        },
-        onComplete: () => {
-          const upstreamMs = performance.now() - sent;
-          if (streamed) res.end();
-          else {
-            const answer = Buffer.concat(chunks);
-            try {
-              usage = (JSON.parse(answer.toString('utf8')) as { usage?: Usage }).usage ?? {};
-            } catch {
-              return fail(res, 502, 'upstream answer is not JSON');
-            }
-            res.writeHead(status, { 'content-type': 'application/json', 'x-request-id': requestId, 'x-waygate-overhead-ms': (performance.now() - started - upstreamMs).toFixed(3) });
-            res.end(answer);
-          }
-          meter(tokenId, model, endpoint, usage, started, upstreamMs, status, requestId, streamed);
-          log.info({ requestId, method: req.method, url: req.url, statusCode: status, ms: Math.round((performance.now() - started) * 100) / 100 }, 'request');
-        },
-      };
-      agent.dispatch({ origin: upstreamOrigin, path: req.url ?? '/', method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${UPSTREAM_API_KEY}` }, body: JSON.stringify(body) }, handler);
+      if (!isObject(body)) return out.fail(400, 'body is not a JSON object');
+      const logged = (status: number) =>
+        duties.log.info({ requestId, method: req.method, url: req.url, statusCode: status, ms: Math.round((performance.now() - started) * 100) / 100 }, 'request');
+      duties.forward({ tokenId, body, path: req.url ?? '/', requestId, started, logged }, out);
     });
   });
   server.headersTimeout = 60_000;
@@ -180,17 +241,69 @@ export function createFloorGateway(upstreamOrigin: string, token: string, models
   return server;
 }
 
-/** Starts the floor gateway as a child process, pinned with `taskset -c <cpus>` when cpus is set. */
-export function startFloorGateway(options: { cpus: string | null; upstreamOrigin: string; token: string; models: Record<string, string> }): Promise<ChildServer> {
+/**
+ * The same duties inside one Fastify route, as Waygate is served: Fastify's router, JSON body parser and reply, the
+ * log line from an onResponse hook. Streams are written to the raw response after `reply.hijack()`. The difference
+ * from the floor gateway is what the framework costs; the difference from Waygate is what Waygate's own layers cost.
+ */
+export function createFastifyFloorGateway(upstreamOrigin: string, token: string, models: Map<string, string>, dataDir: string): FastifyInstance {
+  const duties = floorDuties(upstreamOrigin, token, models, dataDir);
+  const app = Fastify({
+    loggerInstance: duties.log,
+    logController: new LogController({ disableRequestLogging: true }),
+    keepAliveTimeout: 65_000,
+    requestTimeout: 0,
+  }) as unknown as FastifyInstance;
+  app.addHook('onResponse', (request, reply, done) => {
+    request.log.info({ method: request.method, url: request.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    done();
+  });
+  const route = (request: FastifyRequest, reply: FastifyReply) => {
+    const fail = (status: number, message: string) => void reply.code(status).send({ error: { message } });
+    const tokenId = duties.authenticate(request.headers.authorization);
+    if (!tokenId) return fail(401, 'invalid token');
+    if (!isObject(request.body)) return fail(400, 'body is not a JSON object');
+    const out: Answerer = {
+      fail,
+      answer: (status, headers, body) => void reply.code(status).headers(headers).send(body),
+      streamHead: (status, headers) => {
+        reply.hijack();
+        reply.raw.writeHead(status, headers);
+      },
+      streamChunk: (chunk) => reply.raw.write(chunk),
+      streamEnd: () => reply.raw.end(),
+      abort: () => reply.raw.destroy(),
+      get started() {
+        return reply.sent;
+      },
+    };
+    duties.forward({ tokenId, body: request.body, path: request.url, requestId: duties.nextRequestId(), started: performance.now() - reply.elapsedTime, logged: () => {} }, out);
+    return reply;
+  };
+  app.post('/v1/chat/completions', route);
+  app.post('/v1/embeddings', route);
+  return app;
+}
+
+/** Starts the floor gateway (on Fastify with `fastify`) as a child process, pinned with `taskset -c <cpus>` when cpus is set. */
+export function startFloorGateway(options: { cpus: string | null; upstreamOrigin: string; token: string; models: Record<string, string>; fastify?: boolean }): Promise<ChildServer> {
   const models = Object.entries(options.models).map(([key, upstreamModel]) => `${key}=${upstreamModel}`).join(',');
-  return startChild('floor gateway', fileURLToPath(import.meta.url), ['--port', '0', '--upstream', options.upstreamOrigin, '--token', options.token, '--models', models], options.cpus);
+  const args = ['--port', '0', '--upstream', options.upstreamOrigin, '--token', options.token, '--models', models, ...(options.fastify ? ['--fastify'] : [])];
+  return startChild(options.fastify ? 'floor gateway on Fastify' : 'floor gateway', fileURLToPath(import.meta.url), args, options.cpus);
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
-  const { values } = parseArgs({ options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' }, token: { type: 'string' }, models: { type: 'string' } } });
+  const { values } = parseArgs({ options: { port: { type: 'string', default: '0' }, upstream: { type: 'string' }, token: { type: 'string' }, models: { type: 'string' }, fastify: { type: 'boolean', default: false } } });
   if (!values.upstream || !values.token || !values.models) throw new Error('--upstream http://127.0.0.1:PORT, --token and --models KEY=UPSTREAM,... are required');
   const models = new Map(values.models.split(',').map((pair) => pair.split('=') as [string, string]));
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'waygate-floor-'));
   process.on('exit', () => fs.rmSync(dataDir, { recursive: true, force: true }));
-  serveChild(createFloorGateway(new URL(values.upstream).origin, values.token, models, dataDir), Number(values.port));
+  const origin = new URL(values.upstream).origin;
+  if (values.fastify) {
+    const app = createFastifyFloorGateway(origin, values.token, models, dataDir);
+    await app.ready();
+    serveChild(app.server, Number(values.port));
+  } else {
+    serveChild(createFloorGateway(origin, values.token, models, dataDir), Number(values.port));
+  }
 }
