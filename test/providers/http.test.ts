@@ -119,6 +119,22 @@ describe('UpstreamClient (undici dispatch)', () => {
     await closed;
   });
 
+  it('calls sharing one signal (a keep-alive connection): those finished stay done, and an abort ends every call still running', async () => {
+    const controller = new AbortController();
+    // Far longer than the test may take: a call the abort missed would wait for the upstream that never answers.
+    const upstream = client({ readTimeoutMs: 60_000 });
+    handler = (_req, res) => res.end('{"ok":true}');
+    for (let i = 0; i < 3; i++) expect((await upstream.postJson(call(controller.signal))).text).toBe('{"ok":true}');
+    handler = () => {};
+    const running = [upstream.postJson(call(controller.signal)), upstream.postJson(call(controller.signal))];
+    while (received < 5) await sleep(5);
+    controller.abort();
+    for (const pending of running) expect((await failureOf(pending)).failure).toBe('aborted');
+    // A call made after the abort sends nothing.
+    expect((await failureOf(upstream.postJson(call(controller.signal)))).failure).toBe('aborted');
+    expect(received).toBe(5);
+  });
+
   it('an upstream silent past the read timeout is a timeout', async () => {
     handler = () => {};
     const failure = await failureOf(client({ readTimeoutMs: 100 }).postJson(call()));
