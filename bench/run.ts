@@ -5,20 +5,24 @@
  *   npm run bench                                  # all, default options
  *   npm run bench -- --rounds 1 --no-pin           # all; options go to every benchmark (use the ones both know)
  *   npm run bench -- inference --memory-requests 0 # only the named benchmark, with its own options
+ *   npm run bench -- instructions --against HEAD~1 # callgrind's count, run by name only (needs valgrind)
  */
 import { analyticsBench } from './analytics.js';
 import { authOverhead } from './auth-overhead.js';
 import { batchesBench } from './batches.js';
 import { guardrailsBench } from './guardrails.js';
 import { inference } from './inference.js';
+import { instructions } from './instructions.js';
 
 const benchmarks: Record<string, (argv: string[]) => Promise<void>> = { 'auth-overhead': authOverhead, inference, analytics: analyticsBench, batches: batchesBench, guardrails: guardrailsBench };
+/** Run only when named: an A/B tool for changes, not a figure of an issue. */
+const byNameOnly: Record<string, (argv: string[]) => Promise<void>> = { instructions };
 
 async function main(argv: string[]): Promise<void> {
   const [first, ...rest] = argv;
   if (first !== undefined && !first.startsWith('-')) {
-    const run = benchmarks[first];
-    if (!run) throw new Error(`unknown benchmark ${first}; one of: ${Object.keys(benchmarks).join(', ')}`);
+    const run = benchmarks[first] ?? byNameOnly[first];
+    if (!run) throw new Error(`unknown benchmark ${first}; one of: ${[...Object.keys(benchmarks), ...Object.keys(byNameOnly)].join(', ')}`);
     await run(rest);
     return;
   }

@@ -24,6 +24,10 @@ export interface ServerOptions {
   nodeArgs?: string[];
   /** A JavaScript main file to run with plain node instead of `entry` (e.g. from transpileSources()). */
   mainFile?: string;
+  /** A command and its arguments that node runs under, in the same process (e.g. valgrind); not with `cpus`. */
+  launcher?: string[];
+  /** How long start-up may take before the server counts as failed (default 30 s). */
+  readyTimeoutMs?: number;
 }
 
 export interface BenchServer {
@@ -152,15 +156,18 @@ function sourceFiles(dir: string): string[] {
 /**
  * src/ transpiled file by file with esbuild (no type check, no bundling) into .test-build/bench-<pid>/ (git-ignored,
  * inside the repository so that node_modules resolves): what `node dist/main.js` runs, without tsx's loader thread in
- * the measured process and without depending on a stale dist/. Call remove() when done.
+ * the measured process and without depending on a stale dist/. `srcDir`: another checkout's src/ (its output still
+ * lands in this repository, whose node_modules it then uses); `name` tells two builds of one process apart. Call
+ * remove() when done.
  */
-export async function transpileSources(): Promise<{ main: string; remove(): void }> {
+export async function transpileSources(options: { srcDir?: string; name?: string } = {}): Promise<{ main: string; remove(): void }> {
   const { build } = await import('esbuild');
-  const outdir = path.join(REPO_ROOT, '.test-build', `bench-${process.pid}`);
+  const srcDir = options.srcDir ?? path.join(REPO_ROOT, 'src');
+  const outdir = path.join(REPO_ROOT, '.test-build', `bench-${process.pid}${options.name ? `-${options.name}` : ''}`);
   await build({
-    entryPoints: sourceFiles(path.join(REPO_ROOT, 'src')),
+    entryPoints: sourceFiles(srcDir),
     outdir,
-    outbase: path.join(REPO_ROOT, 'src'),
+    outbase: srcDir,
     format: 'esm',
     platform: 'node',
     target: 'node20',
@@ -233,9 +240,10 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
       ? [path.join(REPO_ROOT, 'dist', 'main.js')]
       : ['--import', 'tsx', path.join(REPO_ROOT, 'src', 'main.ts')];
   const nodeArgs = [...runtime.nodeArgs, ...(options.nodeArgs ?? []), ...entryArgs];
-  const [command, args] = options.cpus ? ['taskset', ['-c', options.cpus, process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
+  const prefix = options.launcher ?? (options.cpus ? ['taskset', '-c', options.cpus] : []);
+  const [command, args] = prefix.length > 0 ? [prefix[0]!, [...prefix.slice(1), process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const log = fs.openSync(logFile, 'a');
-  // taskset execs node, so the child's PID is the server's PID.
+  // taskset execs node (valgrind runs it in its own process), so the child's PID is the server's PID.
   const child = spawn(command as string, args as string[], { cwd: REPO_ROOT, env, stdio: ['ignore', log, log] });
   fs.closeSync(log);
   if (child.pid === undefined) throw new Error('could not start the Waygate server');
@@ -250,7 +258,7 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
     fs.rmSync(dataDir, { recursive: true, force: true });
   };
 
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
   while ((await getStatus(`${baseUrl}/api/health/ready`)) !== 200) {
     if (child.exitCode !== null || Date.now() > deadline) {
       const output = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').slice(-2000) : '';

@@ -1,0 +1,178 @@
+/**
+ * Instructions per request: Waygate under valgrind's callgrind, which counts the instructions each thread executes
+ * rather than timing them, so that a change of a few per cent shows although this shared VM's timings vary by more
+ * than that between identical runs (bench/README.md, "instructions").
+ *
+ *   node --import tsx bench/instructions.ts [--against <git ref>] [--runs 2] [--warmup 8000] [--requests 8000] [--connections 8]
+ *
+ * Each run starts a fresh Waygate under callgrind with counting off (`--instr-atstart=no`), registers the benchmark
+ * models against the fake upstream, sends `--warmup` non-stream chat requests at `--connections`, turns counting on
+ * (`callgrind_control -i on`), sends `--requests` more, turns it off and dumps. Instructions per request are the
+ * dump's totals over all threads divided by `--requests`; the main thread's share is shown apart (the others are
+ * V8's compiler and GC helpers and libuv's pool). With `--against`, the given commit's src/ is built too (from a
+ * temporary git worktree) and the two builds alternate run by run. Needs `valgrind` (with `callgrind_control`).
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { gateway, setupWaygate, WAYGATE_MODEL } from './inference.js';
+import { loadedAmount, median } from './lib/measure.js';
+import { cleanupsOnExit, wholeNumber } from './lib/options.js';
+import { table } from './lib/report.js';
+import { REPO_ROOT, startServer, transpileSources } from './lib/server.js';
+import { startUpstream, type UpstreamProcess } from './lib/upstream.js';
+
+interface Options {
+  against: string | undefined;
+  runs: number;
+  warmup: number;
+  requests: number;
+  connections: number;
+}
+
+function parse(argv: string[]): Options {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      against: { type: 'string' },
+      runs: { type: 'string', default: '2' },
+      warmup: { type: 'string', default: '8000' },
+      requests: { type: 'string', default: '8000' },
+      connections: { type: 'string', default: '8' },
+    },
+  });
+  return {
+    against: values.against,
+    runs: wholeNumber('runs', values.runs),
+    warmup: wholeNumber('warmup', values.warmup, 0),
+    requests: wholeNumber('requests', values.requests),
+    connections: wholeNumber('connections', values.connections),
+  };
+}
+
+/** One build of Waygate to measure. */
+interface Build {
+  label: string;
+  main: string;
+}
+
+interface Count {
+  total: number;
+  mainThread: number;
+}
+
+/** Callgrind's client, run with the same HOST as the server: vgdb finds its process through a name holding it. */
+function callgrindControl(pid: number, ...args: string[]): void {
+  execFileSync('callgrind_control', [...args, String(pid)], { env: { PATH: process.env.PATH, HOST: '127.0.0.1' }, stdio: 'ignore' });
+}
+
+/** The instruction totals of the dumps written to `prefix`.<part>-<thread>: all threads, and the first (main) one. */
+function countsOf(dir: string, prefix: string): Count {
+  let total = 0;
+  let mainThread = 0;
+  for (const file of fs.readdirSync(dir).filter((f) => f.startsWith(prefix))) {
+    const text = fs.readFileSync(path.join(dir, file), 'utf8');
+    const sum = Math.max(0, ...[...text.matchAll(/^(?:summary|totals): (\d+)/gm)].map((m) => Number(m[1])));
+    total += sum;
+    if (/-0?1$/.test(file)) mainThread += sum;
+  }
+  return { total, mainThread };
+}
+
+async function measure(build: Build, upstream: UpstreamProcess, opts: Options): Promise<Count> {
+  const outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'waygate-callgrind-'));
+  const prefix = 'callgrind.out';
+  const launcher = ['valgrind', '--tool=callgrind', '--instr-atstart=no', '--separate-threads=yes', `--callgrind-out-file=${path.join(outDir, prefix)}`];
+  // Start-up runs some ten times slower under valgrind, even with counting off.
+  // Polling (WAYGATE_BUSY_POLL_US) off: it executes instructions for as long as the loop waits, which under valgrind
+  // depends on timing, not on the work a request needs.
+  const env = { WAYGATE_BUSY_POLL_US: '0' };
+  const server = await startServer({ entry: 'tsx', mainFile: build.main, logLevel: 'info', cpus: null, env, launcher, readyTimeoutMs: 600_000 });
+  try {
+    const why = await setupWaygate(server, upstream);
+    if (why) throw new Error(why);
+    const target = gateway(build.label, server.host, server.port, server.pid, '/api/client/v1', { authorization: `Bearer ${server.token}` }, WAYGATE_MODEL).chat;
+    if (opts.warmup > 0) await loadedAmount(server.baseUrl, target, opts.connections, opts.warmup);
+    callgrindControl(server.pid, '-i', 'on');
+    await loadedAmount(server.baseUrl, target, opts.connections, opts.requests);
+    callgrindControl(server.pid, '-i', 'off');
+    callgrindControl(server.pid, '-d');
+    const count = countsOf(outDir, prefix);
+    return { total: count.total / opts.requests, mainThread: count.mainThread / opts.requests };
+  } finally {
+    await server.stop();
+    fs.rmSync(outDir, { recursive: true, force: true });
+  }
+}
+
+/** The given commit's src/ in a temporary worktree, built; removed by the returned clean-up. */
+async function buildRef(ref: string): Promise<{ build: Build; remove(): void }> {
+  const worktree = fs.mkdtempSync(path.join(os.tmpdir(), 'waygate-against-'));
+  execFileSync('git', ['worktree', 'add', '--detach', worktree, ref], { cwd: REPO_ROOT, stdio: 'ignore' });
+  const removeWorktree = () => execFileSync('git', ['worktree', 'remove', '--force', worktree], { cwd: REPO_ROOT, stdio: 'ignore' });
+  try {
+    const built = await transpileSources({ srcDir: path.join(worktree, 'src'), name: 'against' });
+    return {
+      build: { label: ref, main: built.main },
+      remove: () => {
+        built.remove();
+        removeWorktree();
+      },
+    };
+  } catch (err) {
+    removeWorktree();
+    throw err;
+  }
+}
+
+export async function instructions(argv: string[]): Promise<void> {
+  const opts = parse(argv);
+  try {
+    execFileSync('valgrind', ['--version'], { stdio: 'ignore' });
+  } catch {
+    throw new Error('valgrind is not installed (Debian: apt-get install valgrind)');
+  }
+  const cleanups = cleanupsOnExit();
+  try {
+    const builds: Build[] = [];
+    const current = await transpileSources({ name: 'current' });
+    cleanups.add(async () => current.remove());
+    builds.push({ label: 'this checkout', main: current.main });
+    if (opts.against) {
+      const against = await buildRef(opts.against);
+      cleanups.add(async () => against.remove());
+      builds.unshift(against.build);
+    }
+    const upstream = await startUpstream({ cpus: null, chunks: 8, holdChunkMs: 250 });
+    cleanups.add(() => upstream.stop());
+    process.stdout.write(`Instructions per non-stream chat request (callgrind), ${opts.requests} requests at concurrency ${opts.connections} after ${opts.warmup}\n`);
+    const counts = new Map<string, Count[]>(builds.map((b) => [b.label, []]));
+    for (let run = 1; run <= opts.runs; run++) {
+      // Alternate which build goes first, so drift favours neither.
+      for (const build of run % 2 === 1 ? builds : [...builds].reverse()) {
+        const count = await measure(build, upstream, opts);
+        counts.get(build.label)!.push(count);
+        process.stdout.write(`run ${run}, ${build.label}: ${Math.round(count.total)} (main thread ${Math.round(count.mainThread)})\n`);
+      }
+    }
+    const med = (label: string, pick: (c: Count) => number) => median(counts.get(label)!.map(pick));
+    const rows = builds.map((b) => [b.label, Math.round(med(b.label, (c) => c.total)).toLocaleString('en-US'), Math.round(med(b.label, (c) => c.mainThread)).toLocaleString('en-US')]);
+    process.stdout.write(`\n${table(['build', 'instructions per request (median)', 'main thread'], rows)}\n`);
+    if (builds.length === 2) {
+      const [a, b] = builds as [Build, Build];
+      process.stdout.write(`this checkout / ${a.label}: ${(med(b.label, (c) => c.total) / med(a.label, (c) => c.total)).toFixed(3)} in all, ${(med(b.label, (c) => c.mainThread) / med(a.label, (c) => c.mainThread)).toFixed(3)} on the main thread\n`);
+    }
+  } finally {
+    await cleanups.run();
+  }
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  instructions(process.argv.slice(2)).catch((err: unknown) => {
+    process.stderr.write(`benchmark failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}
