@@ -3,13 +3,13 @@
  * rather than timing them, so that a change of a few per cent shows although this shared VM's timings vary by more
  * than that between identical runs (bench/README.md, "instructions").
  *
- *   node --import tsx bench/instructions.ts [--against <git ref>] [--runs 2] [--warmup 8000] [--requests 8000] [--connections 8]
+ *   node --import tsx bench/instructions.ts [--against <git ref>] [--runs 3] [--warmup 8000] [--requests 8000] [--connections 8]
  *
  * Each run starts a fresh Waygate under callgrind with counting off (`--instr-atstart=no`), registers the benchmark
  * models against the fake upstream, sends `--warmup` non-stream chat requests at `--connections`, turns counting on
  * (`callgrind_control -i on`), sends `--requests` more, turns it off and dumps. Instructions per request are the
  * dump's totals over all threads divided by `--requests`; the main thread's share is shown apart (the others are
- * V8's compiler and GC helpers and libuv's pool). With `--against`, the given commit's src/ is built too (from a
+ * V8's compiler and GC helpers and libuv's pool), the least and the median of the runs. With `--against`, the given commit's src/ is built too (from a
  * temporary git worktree) and the two builds alternate run by run. Needs `valgrind` (with `callgrind_control`).
  */
 import { execFileSync } from 'node:child_process';
@@ -38,7 +38,7 @@ function parse(argv: string[]): Options {
     args: argv,
     options: {
       against: { type: 'string' },
-      runs: { type: 'string', default: '2' },
+      runs: { type: 'string', default: '3' },
       warmup: { type: 'string', default: '8000' },
       requests: { type: 'string', default: '8000' },
       connections: { type: 'string', default: '8' },
@@ -158,12 +158,17 @@ export async function instructions(argv: string[]): Promise<void> {
         process.stdout.write(`run ${run}, ${build.label}: ${Math.round(count.total)} (main thread ${Math.round(count.mainThread)})\n`);
       }
     }
+    // The least of the runs is the figure to compare: what varies between runs of one build (a major GC or a
+    // re-optimisation landing in the counted window) only ever adds instructions.
+    const least = (label: string, pick: (c: Count) => number) => Math.min(...counts.get(label)!.map(pick));
     const med = (label: string, pick: (c: Count) => number) => median(counts.get(label)!.map(pick));
-    const rows = builds.map((b) => [b.label, Math.round(med(b.label, (c) => c.total)).toLocaleString('en-US'), Math.round(med(b.label, (c) => c.mainThread)).toLocaleString('en-US')]);
-    process.stdout.write(`\n${table(['build', 'instructions per request (median)', 'main thread'], rows)}\n`);
+    const show = (value: number) => Math.round(value).toLocaleString('en-US');
+    const rows = builds.map((b) => [b.label, show(least(b.label, (c) => c.mainThread)), show(med(b.label, (c) => c.mainThread)), show(least(b.label, (c) => c.total)), show(med(b.label, (c) => c.total))]);
+    process.stdout.write(`\n${table(['build', 'main thread, least', 'main thread, median', 'all threads, least', 'all threads, median'], rows)}\n`);
     if (builds.length === 2) {
       const [a, b] = builds as [Build, Build];
-      process.stdout.write(`this checkout / ${a.label}: ${(med(b.label, (c) => c.total) / med(a.label, (c) => c.total)).toFixed(3)} in all, ${(med(b.label, (c) => c.mainThread) / med(a.label, (c) => c.mainThread)).toFixed(3)} on the main thread\n`);
+      const ratio = (pick: (c: Count) => number) => (least(b.label, pick) / least(a.label, pick)).toFixed(3);
+      process.stdout.write(`this checkout / ${a.label} (least of each): ${ratio((c) => c.mainThread)} on the main thread, ${ratio((c) => c.total)} in all\n`);
     }
   } finally {
     await cleanups.run();
