@@ -25,7 +25,8 @@ import { startFloorGateway } from './lib/floor.js';
 import { startProxy } from './lib/proxy.js';
 import { startUpstream, UPSTREAM_API_KEY, type UpstreamProcess } from './lib/upstream.js';
 
-type TargetName = 'direct' | 'proxy' | 'floor' | 'floor-fastify' | 'waygate' | 'waygate-no-poll' | 'portkey';
+const TARGET_NAMES = ['direct', 'proxy', 'floor', 'floor-fastify', 'waygate', 'waygate-no-poll', 'portkey'] as const;
+type TargetName = (typeof TARGET_NAMES)[number];
 
 /** The A/B target `waygate-no-poll`: Waygate with its event-loop polling turned off. */
 const NO_POLL_LABEL = 'Waygate, no polling';
@@ -82,7 +83,7 @@ function options(argv: string[]): Options {
     },
   });
   const targets = (values.targets ?? '').split(',').map((t) => t.trim().toLowerCase()).filter(Boolean);
-  for (const t of targets) if (!['direct', 'proxy', 'floor', 'floor-fastify', 'waygate', 'waygate-no-poll', 'portkey'].includes(t)) throw new Error(`--targets: unknown target ${t}`);
+  for (const t of targets) if (!(TARGET_NAMES as readonly string[]).includes(t)) throw new Error(`--targets: unknown target ${t}`);
   if (!targets.includes('direct')) targets.unshift('direct'); // every figure is relative to it
   return {
     ...loadOptions(values),

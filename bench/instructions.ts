@@ -22,7 +22,7 @@ import { gateway, setupWaygate, WAYGATE_MODEL } from './inference.js';
 import { loadedAmount, median } from './lib/measure.js';
 import { cleanupsOnExit, wholeNumber } from './lib/options.js';
 import { table } from './lib/report.js';
-import { REPO_ROOT, startServer, transpileSources } from './lib/server.js';
+import { REPO_ROOT, startServer, transpileSources, type BenchServer } from './lib/server.js';
 import { startUpstream, type UpstreamProcess } from './lib/upstream.js';
 
 interface Options {
@@ -64,9 +64,12 @@ interface Count {
   mainThread: number;
 }
 
-/** Callgrind's client, run with the same HOST as the server: vgdb finds its process through a name holding it. */
-function callgrindControl(pid: number, ...args: string[]): void {
-  execFileSync('callgrind_control', [...args, String(pid)], { env: { PATH: process.env.PATH, HOST: '127.0.0.1' }, stdio: 'ignore' });
+/**
+ * Callgrind's client, run with the server's HOST (startServer sets it to the address it listens on) and, like the
+ * server, no USER: vgdb finds the process through a file named after both.
+ */
+function callgrindControl(server: BenchServer, ...args: string[]): void {
+  execFileSync('callgrind_control', [...args, String(server.pid)], { env: { PATH: process.env.PATH, HOST: server.host }, stdio: 'ignore' });
 }
 
 /** The instruction totals of the dumps written to `prefix`.<part>-<thread>: all threads, and the first (main) one. */
@@ -96,10 +99,10 @@ async function measure(build: Build, upstream: UpstreamProcess, opts: Options): 
     if (why) throw new Error(why);
     const target = gateway(build.label, server.host, server.port, server.pid, '/api/client/v1', { authorization: `Bearer ${server.token}` }, WAYGATE_MODEL).chat;
     if (opts.warmup > 0) await loadedAmount(server.baseUrl, target, opts.connections, opts.warmup);
-    callgrindControl(server.pid, '-i', 'on');
+    callgrindControl(server, '-i', 'on');
     await loadedAmount(server.baseUrl, target, opts.connections, opts.requests);
-    callgrindControl(server.pid, '-i', 'off');
-    callgrindControl(server.pid, '-d');
+    callgrindControl(server, '-i', 'off');
+    callgrindControl(server, '-d');
     const count = countsOf(outDir, prefix);
     return { total: count.total / opts.requests, mainThread: count.mainThread / opts.requests };
   } finally {

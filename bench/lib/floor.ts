@@ -18,7 +18,7 @@
  * With `--fastify` (the `floor-fastify` target) the same duties run inside one Fastify route, as Waygate is served:
  * the step from the floor to it is what the framework costs, and the step from it to Waygate is Waygate's own layers.
  */
-import crypto from 'node:crypto';
+import { hash } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -29,6 +29,7 @@ import Database from 'better-sqlite3';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import pino from 'pino';
 import { Agent, type Dispatcher } from 'undici';
+import { isJsonObject } from '../../src/platform/text.js';
 import { DAY_MS, HOUR_MS } from '../../src/platform/time.js';
 import { serveChild, startChild, type ChildServer } from './child.js';
 import { UPSTREAM_API_KEY } from './upstream.js';
@@ -42,7 +43,8 @@ interface Usage {
   total_tokens?: number;
 }
 
-const sha256 = (text: string) => crypto.createHash('sha256').update(text).digest('hex');
+/** As Waygate's hashToken: the one-shot hash, without a Hash object per call. */
+const sha256 = (text: string) => hash('sha256', text, 'hex');
 
 function openUsageStore(file: string) {
   const db = new Database(file);
@@ -194,8 +196,6 @@ function floorDuties(upstreamOrigin: string, token: string, models: Map<string, 
   return { authenticate, nextRequestId, forward, log };
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
-
 /** The floor on node:http: the body read and parsed by hand, one log line per call. */
 export function createFloorGateway(upstreamOrigin: string, token: string, models: Map<string, string>, dataDir: string): http.Server {
   const duties = floorDuties(upstreamOrigin, token, models, dataDir);
@@ -230,7 +230,7 @@ export function createFloorGateway(upstreamOrigin: string, token: string, models
       } catch {
         return out.fail(400, 'body is not JSON');
       }
-      if (!isObject(body)) return out.fail(400, 'body is not a JSON object');
+      if (!isJsonObject(body)) return out.fail(400, 'body is not a JSON object');
       const logged = (status: number) =>
         duties.log.info({ requestId, method: req.method, url: req.url, statusCode: status, ms: Math.round((performance.now() - started) * 100) / 100 }, 'request');
       duties.forward({ tokenId, body, path: req.url ?? '/', requestId, started, logged }, out);
@@ -262,7 +262,7 @@ export function createFastifyFloorGateway(upstreamOrigin: string, token: string,
     const fail = (status: number, message: string) => void reply.code(status).send({ error: { message } });
     const tokenId = duties.authenticate(request.headers.authorization);
     if (!tokenId) return fail(401, 'invalid token');
-    if (!isObject(request.body)) return fail(400, 'body is not a JSON object');
+    if (!isJsonObject(request.body)) return fail(400, 'body is not a JSON object');
     const out: Answerer = {
       fail,
       answer: (status, headers, body) => void reply.code(status).headers(headers).send(body),
