@@ -11,7 +11,11 @@ const MAX_PROJECTS = 10_000;
  * notice be lost, the copy expires anyway. At most 10,000 projects are held; the first loaded goes first.
  */
 export class ProjectCache<T> {
-  private readonly entries = new Map<string, { value: T; until: number }>();
+  /**
+   * Copies by project id, each with its tenant (checked on every read: a project is only ever its own tenant's). Not
+   * by a `tenant:project` text: that would be a new string to hash on every read, and this runs several times a call.
+   */
+  private readonly entries = new Map<string, { tenantId: string; value: T; until: number }>();
   /** Counts the copies dropped: a load that overlapped a drop may have read the state from before the change. */
   private drops = 0;
 
@@ -28,22 +32,22 @@ export class ProjectCache<T> {
   }
 
   async get(scope: ProjectScope): Promise<T> {
-    const key = projectKey(scope);
-    const hit = this.entries.get(key);
+    const hit = this.entries.get(scope.projectId);
     const now = Date.now();
-    if (hit && hit.until > now) return hit.value;
+    if (hit && hit.until > now && hit.tenantId === scope.tenantId) return hit.value;
     const dropsBefore = this.drops;
     const value = await this.load(scope);
     // Served, but not kept: a change landed while it loaded (rare; the next call loads again).
     if (this.drops !== dropsBefore) return value;
-    if (!this.entries.has(key) && this.entries.size >= MAX_PROJECTS) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(key, { value, until: now + TTL_MS });
+    if (!this.entries.has(scope.projectId) && this.entries.size >= MAX_PROJECTS) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(scope.projectId, { tenantId: scope.tenantId, value, until: now + TTL_MS });
     return value;
   }
 
+  /** `key`: the project as the bus names it (projectKey). */
   private drop(key: string): void {
     this.drops++;
-    this.entries.delete(key);
+    this.entries.delete(key.slice(key.lastIndexOf(':') + 1));
   }
 
   /** Drops this instance's copy and tells the others to drop theirs. */
@@ -54,6 +58,7 @@ export class ProjectCache<T> {
   }
 }
 
+/** How a change notice names a project: tenant and project id (ids hold no `:`). */
 function projectKey(scope: ProjectScope): string {
   return `${scope.tenantId}:${scope.projectId}`;
 }

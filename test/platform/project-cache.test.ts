@@ -45,4 +45,14 @@ describe('ProjectCache', () => {
     slow = false;
     expect(await cache.get(scope)).toBe('v2');
   });
+  it("never serves one tenant's copy to another tenant asking for the same project id", async () => {
+    const bus = new MemoryBus();
+    const load = async (s: typeof scope) => `${s.tenantId}/${s.projectId}`;
+    const cache = new ProjectCache(bus, 'things.changed', load);
+    await cache.start();
+    const stranger = { tenantId: 't2', projectId: scope.projectId };
+    expect(await cache.get(scope)).toBe('t1/p1');
+    expect(await cache.get(stranger)).toBe('t2/p1');
+    expect(await cache.get(scope)).toBe('t1/p1');
+  });
 });
