@@ -39,15 +39,35 @@ export function outputLimitField(target: Pick<ModelTarget, 'type' | 'baseUrl' | 
  * Azure OpenAI): bodies are forwarded with `model` replaced, answers are forwarded byte for byte.
  */
 export class OpenAiStyleProvider implements Provider {
+  /**
+   * What every call to a model shares, its URLs and headers, made on its first call. Targets are held by the models
+   * cache, so this lives as long as the model's cached copy, and a changed model is a new target.
+   */
+  private readonly routes = new WeakMap<ModelTarget, { urls: Partial<Record<Operation, string>>; headers: Record<string, string> }>();
+
   constructor(private readonly client: UpstreamClient, private readonly endpoint: OpenAiStyleEndpoint) {}
 
+  private route(target: ModelTarget) {
+    let route = this.routes.get(target);
+    if (!route) {
+      route = { urls: {}, headers: { ...target.headers, ...this.endpoint.authHeaders(target) } };
+      this.routes.set(target, route);
+    }
+    return route;
+  }
+
+  private url(target: ModelTarget, operation: Operation): string {
+    const { urls } = this.route(target);
+    return (urls[operation] ??= this.endpoint.url(target, operation));
+  }
+
   private headers(target: ModelTarget, options: CallOptions): Record<string, string> {
-    return { ...target.headers, ...this.endpoint.authHeaders(target), 'x-request-id': options.requestId };
+    return { ...this.route(target).headers, 'x-request-id': options.requestId };
   }
 
   private async postJson(target: ModelTarget, operation: Operation, body: JsonObject, options: CallOptions): Promise<JsonResult> {
     const response = await this.client.postJson({
-      url: this.endpoint.url(target, operation),
+      url: this.url(target, operation),
       headers: this.headers(target, options),
       body: JSON.stringify({ ...body, model: target.upstreamModel }),
       signal: options.signal,
@@ -67,7 +87,7 @@ export class OpenAiStyleProvider implements Provider {
     // that did not ask for it.
     const streamOptions = { ...((body.stream_options as JsonObject | undefined) ?? {}), include_usage: true };
     const response = await this.client.postStream({
-      url: this.endpoint.url(target, 'chat/completions'),
+      url: this.url(target, 'chat/completions'),
       headers: { ...this.headers(target, options), accept: 'text/event-stream' },
       body: JSON.stringify({ ...body, model: target.upstreamModel, stream: true, stream_options: streamOptions }),
       signal: options.signal,
