@@ -23,6 +23,7 @@ import { registerJsonParser, rejectNulInUrls } from './http/body.js';
 import { clientErrorHandler, frameworkErrorHandler, overheadMs, registerErrorHandling } from './http/error-handler.js';
 import { withoutTokenValues } from './http/redact.js';
 import { registerRequestId, requestIdFromHeaders } from './http/request-id.js';
+import { requestLineWriter } from './http/request-line.js';
 import { RequestLogger } from './http/request-logger.js';
 import { withCommonErrors } from './http/schemas.js';
 import { serializerCompiler, validatorCompiler } from './http/validation.js';
@@ -59,9 +60,10 @@ export async function buildApp(ctx: Context): Promise<FastifyInstance> {
     request.requestId = request.id;
     done();
   });
+  const writeRequestLine = requestLineWriter(ctx.log);
   app.addHook('onResponse', (request, reply, done) => {
-    // Through the root logger, with the id as a field: the same line as request.log's, without making its child.
-    ctx.log.info({ requestId: request.requestId, method: request.method, url: withoutTokenValues(request.url), statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    // With the id as a field, not through request.log: the same line, without making the request's pino child.
+    writeRequestLine({ requestId: request.requestId, method: request.method, url: withoutTokenValues(request.url), statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 100) / 100, msg: 'request' });
     // A response that began before shutdown (a stream) went out without `connection: close`: its keep-alive socket
     // would hold close() until the grace period ends.
     if (ctx.health.stopping) request.raw.socket?.end();

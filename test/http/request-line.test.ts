@@ -1,0 +1,50 @@
+import fc from 'fast-check';
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { requestLineWriter, type RequestLine } from '../../src/http/request-line.js';
+
+/** The request line is written without pino's serializer, so it must be the very line pino would write. */
+describe('request line', () => {
+  function loggerWithLines(level = 'info', options: pino.LoggerOptions = {}) {
+    const lines: string[] = [];
+    const log = pino({ level, ...options }, { write: (line: string) => void lines.push(line) });
+    return { log, lines };
+  }
+
+  // Well-formed text only: in a short string pino writes a lone surrogate as it is, JSON.stringify escapes it. Neither
+  // can reach this line: ids are ASCII, and a URL is the request line's bytes read as Latin-1.
+  const text = fc.oneof(fc.string({ unit: 'grapheme' }), fc.string({ unit: 'binary-ascii' }), fc.constantFrom('/api/client/v1/chat/completions?x="y"', 'é\u2028\u0000\\', 'a'.repeat(300)));
+  const line = fc.record({
+    requestId: text,
+    method: fc.constantFrom('GET', 'POST', 'DELETE'),
+    url: text,
+    statusCode: fc.integer({ min: 100, max: 599 }),
+    ms: fc.oneof(fc.double({ min: 0, max: 1e6, noNaN: true }), fc.constant(Number.POSITIVE_INFINITY)),
+  });
+
+  it("is exactly pino's line for the same fields, whatever they hold", () => {
+    fc.assert(
+      fc.property(line, fc.boolean(), (fields, child) => {
+        const { log, lines } = loggerWithLines('info', { timestamp: () => ',"time":42' });
+        const logger = child ? log.child({ component: 'http' }) : log;
+        const { msg: _msg, ...rest } = { ...fields, msg: 'request' as const };
+        logger.info(rest, 'request');
+        requestLineWriter(logger)({ ...fields, msg: 'request' } satisfies RequestLine);
+        expect(lines).toHaveLength(2);
+        expect(lines[1]).toBe(lines[0]);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('follows the logger level: nothing below info, and a level changed at run time', () => {
+    const { log, lines } = loggerWithLines('warn');
+    const write = requestLineWriter(log);
+    const fields: RequestLine = { requestId: 'r1', method: 'GET', url: '/x', statusCode: 200, ms: 1.5, msg: 'request' };
+    write(fields);
+    expect(lines).toEqual([]);
+    log.level = 'info';
+    write(fields);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ level: 30, requestId: 'r1', statusCode: 200, ms: 1.5, msg: 'request' });
+  });
+});
