@@ -91,8 +91,10 @@ async function measure(build: Build, upstream: UpstreamProcess, opts: Options): 
   const launcher = ['valgrind', '--tool=callgrind', '--instr-atstart=no', '--separate-threads=yes', `--callgrind-out-file=${path.join(outDir, prefix)}`];
   // Start-up runs some ten times slower under valgrind, even with counting off.
   // Polling (WAYGATE_BUSY_POLL_US) off: it executes instructions for as long as the loop waits, which under valgrind
-  // depends on timing, not on the work a request needs.
-  const env = { WAYGATE_BUSY_POLL_US: '0' };
+  // depends on timing, not on the work a request needs. The batch worker off for the same reason: it polls the
+  // database on a timer, and under valgrind's slowdown its polls were up to 3 % of a request's count, more or less
+  // as the machine was busier.
+  const env = { WAYGATE_BUSY_POLL_US: '0', WAYGATE_BATCH_WORKER: 'false' };
   const server = await startServer({ entry: 'tsx', mainFile: build.main, logLevel: 'info', cpus: null, env, launcher, readyTimeoutMs: 600_000 });
   try {
     const why = await setupWaygate(server, upstream);
