@@ -3,14 +3,16 @@
  * rather than timing them, so that a change of a few per cent shows although this shared VM's timings vary by more
  * than that between identical runs (bench/README.md, "instructions").
  *
- *   node --import tsx bench/instructions.ts [--against <git ref>] [--runs 3] [--warmup 8000] [--requests 8000] [--connections 8]
+ *   node --import tsx bench/instructions.ts [--against <git ref>] [--runs 3] [--warmup 8000] [--requests 8000] [--connections 8] [--functions 30]
  *
  * Each run starts a fresh Waygate under callgrind with counting off (`--instr-atstart=no`), registers the benchmark
  * models against the fake upstream, sends `--warmup` non-stream chat requests at `--connections`, turns counting on
  * (`callgrind_control -i on`), sends `--requests` more, turns it off and dumps. Instructions per request are the
  * dump's totals over all threads divided by `--requests`; the main thread's share is shown apart (the others are
  * V8's compiler and GC helpers and libuv's pool), the least and the median of the runs. With `--against`, the given commit's src/ is built too (from a
- * temporary git worktree) and the two builds alternate run by run. Needs `valgrind` (with `callgrind_control`).
+ * temporary git worktree) and the two builds alternate run by run. With `--functions N`, node also writes a perf map
+ * of its JIT code, and the N JavaScript functions that cost the most in each build's least run are listed, each with
+ * the builtins and C++ it calls directly (bench/lib/callgrind.ts). Needs `valgrind` (with `callgrind_control`).
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -19,6 +21,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { gateway, setupWaygate, WAYGATE_MODEL } from './inference.js';
+import { functionCosts, readPerfMap, type FunctionCost } from './lib/callgrind.js';
 import { loadedAmount, median } from './lib/measure.js';
 import { cleanupsOnExit, wholeNumber } from './lib/options.js';
 import { table } from './lib/report.js';
@@ -28,6 +31,8 @@ import { startUpstream, type UpstreamProcess } from './lib/upstream.js';
 interface Options {
   against: string | undefined;
   runs: number;
+  /** How many functions to list per build (0: none, and no perf map). */
+  functions: number;
   warmup: number;
   requests: number;
   connections: number;
@@ -39,6 +44,7 @@ function parse(argv: string[]): Options {
     options: {
       against: { type: 'string' },
       runs: { type: 'string', default: '3' },
+      functions: { type: 'string', default: '0' },
       warmup: { type: 'string', default: '8000' },
       requests: { type: 'string', default: '8000' },
       connections: { type: 'string', default: '8' },
@@ -47,6 +53,7 @@ function parse(argv: string[]): Options {
   return {
     against: values.against,
     runs: wholeNumber('runs', values.runs),
+    functions: wholeNumber('functions', values.functions, 0),
     warmup: wholeNumber('warmup', values.warmup, 0),
     requests: wholeNumber('requests', values.requests),
     connections: wholeNumber('connections', values.connections),
@@ -62,6 +69,8 @@ interface Build {
 interface Count {
   total: number;
   mainThread: number;
+  /** The main thread's instructions by function, per request (with --functions). */
+  functions: FunctionCost[];
 }
 
 /**
@@ -73,7 +82,7 @@ function callgrindControl(server: BenchServer, ...args: string[]): void {
 }
 
 /** The instruction totals of the dumps written to `prefix`.<part>-<thread>: all threads, and the first (main) one. */
-function countsOf(dir: string, prefix: string): Count {
+function countsOf(dir: string, prefix: string): Omit<Count, 'functions'> {
   let total = 0;
   let mainThread = 0;
   for (const file of fs.readdirSync(dir).filter((f) => f.startsWith(prefix))) {
@@ -83,6 +92,23 @@ function countsOf(dir: string, prefix: string): Count {
     if (/-0?1$/.test(file)) mainThread += sum;
   }
   return { total, mainThread };
+}
+
+/** A JIT function's name with its file relative to src/ or node_modules/. */
+function shortName(name: string): string {
+  return name
+    .slice('JIT JS:'.length)
+    .replace(/file:\/\/\S*?\.test-build\/[^/]+\//, 'src/')
+    .replace(`${REPO_ROOT}/node_modules/`, '');
+}
+
+const perfMapOf = (pid: number) => path.join(os.tmpdir(), `perf-${pid}.map`);
+
+/** The main thread's dump by function, per request. */
+function mainThreadFunctions(dir: string, prefix: string, perfMap: string, requests: number): FunctionCost[] {
+  const dump = fs.readdirSync(dir).find((f) => f.startsWith(prefix) && /-0?1$/.test(f));
+  if (!dump) return [];
+  return functionCosts(path.join(dir, dump), readPerfMap(perfMap)).map((f) => ({ name: f.name, self: f.self / requests, withNatives: f.withNatives / requests }));
 }
 
 async function measure(build: Build, upstream: UpstreamProcess, opts: Options): Promise<Count> {
@@ -95,7 +121,9 @@ async function measure(build: Build, upstream: UpstreamProcess, opts: Options): 
   // database on a timer, and under valgrind's slowdown its polls were up to 3 % of a request's count, more or less
   // as the machine was busier.
   const env = { WAYGATE_BUSY_POLL_US: '0', WAYGATE_BATCH_WORKER: 'false' };
-  const server = await startServer({ entry: 'tsx', mainFile: build.main, logLevel: 'info', cpus: null, env, launcher, readyTimeoutMs: 600_000 });
+  // With --functions, node writes a perf map naming its JIT code (for callgrind it is only addresses).
+  const nodeArgs = opts.functions > 0 ? ['--perf-basic-prof'] : [];
+  const server = await startServer({ entry: 'tsx', mainFile: build.main, logLevel: 'info', cpus: null, env, nodeArgs, launcher, readyTimeoutMs: 600_000 });
   try {
     const why = await setupWaygate(server, upstream);
     if (why) throw new Error(why);
@@ -106,10 +134,12 @@ async function measure(build: Build, upstream: UpstreamProcess, opts: Options): 
     callgrindControl(server, '-i', 'off');
     callgrindControl(server, '-d');
     const count = countsOf(outDir, prefix);
-    return { total: count.total / opts.requests, mainThread: count.mainThread / opts.requests };
+    const functions = opts.functions > 0 ? mainThreadFunctions(outDir, prefix, perfMapOf(server.pid), opts.requests) : [];
+    return { total: count.total / opts.requests, mainThread: count.mainThread / opts.requests, functions };
   } finally {
     await server.stop();
     fs.rmSync(outDir, { recursive: true, force: true });
+    fs.rmSync(perfMapOf(server.pid), { force: true });
   }
 }
 
@@ -170,6 +200,15 @@ export async function instructions(argv: string[]): Promise<void> {
     const show = (value: number) => Math.round(value).toLocaleString('en-US');
     const rows = builds.map((b) => [b.label, show(least(b.label, (c) => c.mainThread)), show(med(b.label, (c) => c.mainThread)), show(least(b.label, (c) => c.total)), show(med(b.label, (c) => c.total))]);
     process.stdout.write(`\n${table(['build', 'main thread, least', 'main thread, median', 'all threads, least', 'all threads, median'], rows)}\n`);
+    if (opts.functions > 0) {
+      for (const build of builds) {
+        // From the build's run with the least main-thread count, as the table compares.
+        const best = counts.get(build.label)!.reduce((a, b) => (b.mainThread < a.mainThread ? b : a));
+        const rows = best.functions.filter((f) => f.name.startsWith('JIT JS:')).slice(0, opts.functions).map((f) => [show(f.withNatives), show(f.self), shortName(f.name)]);
+        process.stdout.write(`\n${build.label}: JavaScript functions by instructions a request, with the natives each calls directly\n`);
+        process.stdout.write(`${table(['with natives', 'own', 'function'], rows)}\n`);
+      }
+    }
     if (builds.length === 2) {
       const [a, b] = builds as [Build, Build];
       const ratio = (pick: (c: Count) => number) => (least(b.label, pick) / least(a.label, pick)).toFixed(3);
