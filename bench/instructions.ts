@@ -121,8 +121,9 @@ async function measure(build: Build, upstream: UpstreamProcess, opts: Options): 
   // database on a timer, and under valgrind's slowdown its polls were up to 3 % of a request's count, more or less
   // as the machine was busier.
   const env = { WAYGATE_BUSY_POLL_US: '0', WAYGATE_BATCH_WORKER: 'false' };
-  // With --functions, node writes a perf map naming its JIT code (for callgrind it is only addresses).
-  const nodeArgs = opts.functions > 0 ? ['--perf-basic-prof'] : [];
+  // With --functions, node writes a perf map naming its JIT code (for callgrind it is only addresses); the V8 log
+  // that flag also opens would land in the working directory.
+  const nodeArgs = opts.functions > 0 ? ['--perf-basic-prof', '--no-logfile-per-isolate', '--logfile=/dev/null'] : [];
   const server = await startServer({ entry: 'tsx', mainFile: build.main, logLevel: 'info', cpus: null, env, nodeArgs, launcher, readyTimeoutMs: 600_000 });
   try {
     const why = await setupWaygate(server, upstream);
