@@ -2,6 +2,10 @@ import fs from 'node:fs';
 
 /** How long to wait before writing again to a pipe that is full (EAGAIN on a non-blocking stdout). */
 const FULL_PIPE_RETRY_MS = 10;
+/** How long to wait before writing again after another failure (a full disk, an I/O error): it may pass. */
+const FAILED_WRITE_RETRY_MS = 1_000;
+/** Failures after which nothing can ever be written: the reader of stdout went away, or there is no descriptor. */
+const GONE = new Set(['EPIPE', 'EBADF']);
 /** Lines held while nothing can be written; past this the oldest are dropped (a log reader that stopped reading). */
 const MAX_HELD_CHARS = 16 * 1024 * 1024;
 
@@ -16,6 +20,8 @@ const MAX_HELD_CHARS = 16 * 1024 * 1024;
 export class LogDestination {
   private lines: string[] = [];
   private chars = 0;
+  /** Lines dropped past MAX_HELD_CHARS and not yet reported in the log itself. */
+  private dropped = 0;
   /** Bytes of the write under way (null when none): flushSync writes them again, as exit does not wait for it. */
   private inFlight: Buffer | null = null;
   private broken = false;
@@ -26,10 +32,12 @@ export class LogDestination {
   private waiters: { batch: number; done: () => void }[] = [];
   private readonly timer: NodeJS.Timeout;
 
+  /** `maxHeldChars`: what is held while nothing can be written, before the oldest lines are dropped. */
   constructor(
     private readonly fd: number,
     private readonly batchChars: number,
     flushMs: number,
+    private readonly maxHeldChars = MAX_HELD_CHARS,
   ) {
     this.timer = setInterval(() => this.startWrite(), flushMs);
     this.timer.unref();
@@ -41,7 +49,7 @@ export class LogDestination {
     if (this.broken) return true;
     this.lines.push(line);
     this.chars += line.length;
-    if (this.chars > MAX_HELD_CHARS) this.dropOldest();
+    if (this.chars > this.maxHeldChars) this.dropOldest();
     if (!this.inFlight && this.chars >= this.batchChars) this.startWrite();
     return true;
   }
@@ -63,6 +71,11 @@ export class LogDestination {
   }
 
   private take(): string {
+    if (this.dropped > 0) {
+      const notice = { level: 40, time: Date.now(), dropped: this.dropped, msg: 'log lines dropped: the log could not be written for a while' };
+      this.lines.unshift(`${JSON.stringify(notice)}\n`);
+      this.dropped = 0;
+    }
     const text = this.lines.join('');
     this.lines = [];
     this.chars = 0;
@@ -78,8 +91,10 @@ export class LogDestination {
     this.inFlight = bytes;
     fs.write(this.fd, bytes, (err, written) => {
       if (err) {
-        if ((err as NodeJS.ErrnoException).code === 'EAGAIN') {
-          setTimeout(() => this.writeOut(bytes), FULL_PIPE_RETRY_MS).unref();
+        const code = (err as NodeJS.ErrnoException).code ?? '';
+        if (!GONE.has(code)) {
+          // A full pipe, a full disk, an I/O error: the same bytes again later, lines held meanwhile (bounded).
+          setTimeout(() => this.writeOut(bytes), code === 'EAGAIN' ? FULL_PIPE_RETRY_MS : FAILED_WRITE_RETRY_MS).unref();
           return;
         }
         // Nowhere left to log to (the reader of stdout went away): lines are dropped from now on, the gateway goes on.
@@ -108,12 +123,17 @@ export class LogDestination {
   }
 
   private dropOldest(): void {
-    while (this.chars > MAX_HELD_CHARS / 2 && this.lines.length > 0) this.chars -= this.lines.shift()!.length;
+    while (this.chars > this.maxHeldChars / 2 && this.lines.length > 0) {
+      this.chars -= this.lines.shift()!.length;
+      this.dropped++;
+    }
   }
 
   /**
    * Writes everything held, blocking: at exit. The bytes of a write under way are written again (exit does not wait
-   * for the thread pool, which may or may not have written them): a line twice rather than none.
+   * for the thread pool, which may or may not have written them): a line twice rather than none. Should that write
+   * be stuck on a full pipe at that moment, the two can interleave; sonic-boom instead leaves it to the thread pool,
+   * and loses it when the process ends first.
    */
   flushSync(): void {
     clearInterval(this.timer);
@@ -124,18 +144,24 @@ export class LogDestination {
   }
 }
 
-/** Tries for a full pipe to drain: a log reader that stopped reading must not hold the process's exit for long. */
-const EXIT_WRITE_ATTEMPTS = 100;
+/**
+ * Milliseconds in a row that a full pipe may refuse every byte at exit: a log reader that stopped reading must not
+ * hold the process's exit for long, while one that reads slowly gets everything.
+ */
+const EXIT_STALL_MS = 2_000;
 const pause = new Int32Array(new SharedArrayBuffer(4));
 
 function writeAllSync(fd: number, bytes: Buffer): void {
   let rest = bytes;
-  for (let attempt = 0; rest.length > 0 && attempt < EXIT_WRITE_ATTEMPTS; attempt++) {
+  for (let stalled = 0; rest.length > 0 && stalled < EXIT_STALL_MS; ) {
     try {
       rest = rest.subarray(fs.writeSync(fd, rest));
+      stalled = 0;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') return;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'EAGAIN' && code !== 'EBUSY') return;
       Atomics.wait(pause, 0, 0, 1);
+      stalled++;
     }
   }
 }

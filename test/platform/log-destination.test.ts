@@ -67,6 +67,64 @@ describe('LogDestination', () => {
     destination.flushSync();
   });
 
+  /** A pipe nobody reads yet: both ends non-blocking, so writes fail with EAGAIN once its 64 KB buffer is full. */
+  function stalledPipe() {
+    const fifo = path.join(dir, 'fifo');
+    execFileSync('mkfifo', [fifo]);
+    const reader = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+    const writer = fs.openSync(fifo, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
+    const read = () => {
+      const chunks: Buffer[] = [];
+      const buffer = Buffer.alloc(65536);
+      for (let i = 0; i < 10_000; i++) {
+        try {
+          const n = fs.readSync(reader, buffer);
+          if (n === 0) break;
+          chunks.push(Buffer.from(buffer.subarray(0, n)));
+        } catch {
+          break; // EAGAIN: nothing more now
+        }
+      }
+      return Buffer.concat(chunks).toString('utf8');
+    };
+    return { writer, read, close: () => [reader, writer].forEach((f) => fs.closeSync(f)) };
+  }
+
+  it('keeps lines while a full pipe refuses them, and writes them all, in order, once it is read again', async () => {
+    const pipe = stalledPipe();
+    const destination = new LogDestination(pipe.writer, 4096, 10);
+    const lines = Array.from({ length: 3_000 }, (_, i) => lineOf(i)); // about 100 KB: more than the pipe holds
+    for (const line of lines) destination.write(line);
+    let received = '';
+    for (let i = 0; i < 500 && received.length < lines.join('').length; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      received += pipe.read();
+    }
+    expect(received).toBe(lines.join(''));
+    destination.flushSync();
+    pipe.close();
+  });
+
+  it('drops the oldest lines past its limit while nothing can be written, and says so in the log once it can', async () => {
+    const pipe = stalledPipe();
+    const destination = new LogDestination(pipe.writer, 4096, 10, 100_000);
+    for (let i = 0; i < 10_000; i++) destination.write(lineOf(i)); // about 300 KB while the pipe holds 64 KB
+    let received = '';
+    for (let i = 0; i < 500 && !received.includes(lineOf(9_999)); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      received += pipe.read();
+    }
+    const parsed = received.trim().split('\n').map((line) => JSON.parse(line) as { n?: number; dropped?: number; msg: string });
+    const notice = parsed.find((line) => line.dropped !== undefined);
+    expect(notice?.msg).toBe('log lines dropped: the log could not be written for a while');
+    const numbers = parsed.flatMap((line) => (line.n === undefined ? [] : [line.n]));
+    expect(numbers.length + notice!.dropped!).toBe(10_000);
+    expect(numbers).toEqual([...numbers].sort((a, b) => a - b)); // what is kept stays in order
+    expect(numbers.at(-1)).toBe(9_999); // the newest are kept
+    destination.flushSync();
+    pipe.close();
+  });
+
   it('writes everything held when the process exits, even right after the last line', () => {
     const script = `
       import { LogDestination } from ${JSON.stringify(path.resolve('src/platform/log-destination.ts'))};
