@@ -47,4 +47,17 @@ describe('request line', () => {
     write(fields);
     expect(JSON.parse(lines[0]!)).toMatchObject({ level: 30, requestId: 'r1', statusCode: 200, ms: 1.5, msg: 'request' });
   });
+
+  it("writes through pino itself for a logger whose lines it would not reproduce (redaction, formatters, a mixin)", () => {
+    const fields: RequestLine = { requestId: 'r2', method: 'POST', url: '/secret', statusCode: 201, ms: 2, msg: 'request' };
+    const redacted = loggerWithLines('info', { redact: ['url'] });
+    requestLineWriter(redacted.log)(fields);
+    expect(JSON.parse(redacted.lines[0]!)).toMatchObject({ requestId: 'r2', url: '[Redacted]', msg: 'request' });
+    const labelled = loggerWithLines('info', { formatters: { level: (label) => ({ level: label }) } });
+    requestLineWriter(labelled.log)(fields);
+    expect(JSON.parse(labelled.lines[0]!)).toMatchObject({ level: 'info', requestId: 'r2' });
+    const mixed = loggerWithLines('info', { mixin: () => ({ service: 'waygate' }) });
+    requestLineWriter(mixed.log)(fields);
+    expect(JSON.parse(mixed.lines[0]!)).toMatchObject({ service: 'waygate', requestId: 'r2' });
+  });
 });
