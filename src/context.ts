@@ -44,8 +44,8 @@ import { createCounters, type Counters } from './platform/counters.js';
 import { cacheCheck, databaseCheck } from './platform/core-checks.js';
 import { HealthRegistry } from './platform/health.js';
 import { verifyLicence, type Licence } from './platform/licence.js';
-import { loadOrCreateSecret, SecretBox } from './platform/secrets.js';
 import { LogDestination } from './platform/log-destination.js';
+import { loadOrCreateSecret, SecretBox } from './platform/secrets.js';
 import { UpstreamClient } from './providers/http.js';
 import { createProviders } from './providers/index.js';
 

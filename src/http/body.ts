@@ -35,16 +35,21 @@ function findUnstorable(root: unknown): Unstorable | null {
 /** Only bodies that spell out a NUL or a surrogate escape can hold one (the wire text is decoded UTF-8). */
 const SUSPECT = /\\u0000|\0|\\u[dD][89a-fA-F]/;
 
-/**
- * Whether the text needs secure-json-parse: it refuses `"__proto__":` and `"constructor":` keys, spelled out or with
- * \u escapes, and skips a leading byte order mark. Other text is read the same by JSON.parse alone; three substring
- * searches cost far less than its two regular expressions over every body.
- */
-function needsSecureParse(text: string): boolean {
-  return text.charCodeAt(0) === BYTE_ORDER_MARK || text.includes('\\u') || text.includes('__proto__') || text.includes('constructor');
+/** A raw NUL, or a \u escape that may spell one or a surrogate: the regular expression runs only then. */
+function mayBeUnstorable(text: string, hasEscape: boolean): boolean {
+  return text.includes('\0') || (hasEscape && SUSPECT.test(text));
 }
 
 const BYTE_ORDER_MARK = 0xfeff;
+
+/**
+ * Whether the text needs secure-json-parse: it refuses `"__proto__":` and `"constructor":` keys, spelled out or with
+ * \u escapes, and skips a leading byte order mark. Other text is read the same by JSON.parse alone; a few substring
+ * searches cost far less than its two regular expressions over every body.
+ */
+function needsSecureParse(text: string, hasEscape: boolean): boolean {
+  return hasEscape || text.charCodeAt(0) === BYTE_ORDER_MARK || text.includes('__proto__') || text.includes('constructor');
+}
 
 /** Deepest nesting of arrays and objects a client's JSON may have: deeper, writing it out again could overflow the stack. */
 export const MAX_JSON_DEPTH = 100;
@@ -55,13 +60,14 @@ export const MAX_JSON_DEPTH = 100;
  */
 export function parseClientJson(text: string, where = 'body'): unknown {
   let value: unknown;
+  const hasEscape = text.includes('\\u');
   try {
-    value = needsSecureParse(text) ? secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' }) : JSON.parse(text);
+    value = needsSecureParse(text, hasEscape) ? secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' }) : JSON.parse(text);
   } catch (err) {
     throw ERRORS.malformedJson(err instanceof Error ? err.message : String(err));
   }
   if (jsonNestsDeeperThan(text, value, MAX_JSON_DEPTH)) throw ERRORS.validation(`JSON of the ${where} nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`);
-  const unstorable = (text.includes('\0') || (text.includes('\\u') && SUSPECT.test(text))) ? findUnstorable(value) : null;
+  const unstorable = mayBeUnstorable(text, hasEscape) ? findUnstorable(value) : null;
   if (unstorable === 'nul') throw ERRORS.nulCharacter(where);
   if (unstorable === 'surrogate') throw ERRORS.loneSurrogate();
   return value;

@@ -5,7 +5,7 @@ type Level = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 
 /**
  * A request's logger (`request.log`), whose pino child is made when something first logs through it. Most requests
- * never do: their one `request` line is written through the root logger with the id as a field, which gives the same
+ * never do: their one `request` line is written by requestLineWriter with the id as a field, which gives the same
  * JSON line. A pino child per request (its bindings serialized, its prototype chain set up) was about 1 % of a call's
  * instructions.
  */

@@ -59,7 +59,7 @@ function clockText(ms: number): string {
     highText = high.toString(36).padStart(6, '0');
   }
   const low = ms - high * LOW_SPAN;
-  return highText + BASE36[Math.floor(low / 1296)]! + BASE36[Math.floor(low / 36) % 36]! + BASE36[low % 36]!;
+  return highText + BASE36[Math.floor(low / 36 ** 2)]! + BASE36[Math.floor(low / 36) % 36]! + BASE36[low % 36]!;
 }
 
 /** Lower-case URL-friendly key from a display name; empty names give an empty string. */

@@ -67,7 +67,8 @@ export class LogDestination {
   /** Starts writing what is held, unless a write is under way (its end writes the rest). */
   private startWrite(): void {
     if (this.inFlight || this.broken || this.lines.length === 0) return;
-    this.writeBatch(Buffer.from(this.take()));
+    this.started++;
+    this.writeOut(Buffer.from(this.take()));
   }
 
   private take(): string {
@@ -80,11 +81,6 @@ export class LogDestination {
     this.lines = [];
     this.chars = 0;
     return text;
-  }
-
-  private writeBatch(bytes: Buffer): void {
-    this.started++;
-    this.writeOut(bytes);
   }
 
   private writeOut(bytes: Buffer): void {
