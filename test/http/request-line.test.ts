@@ -28,8 +28,11 @@ describe('request line', () => {
         const { log, lines } = loggerWithLines('info', { timestamp: () => ',"time":42' });
         const logger = child ? log.child({ component: 'http' }) : log;
         const { msg: _msg, ...rest } = { ...fields, msg: 'request' as const };
+        const write = requestLineWriter(logger);
         logger.info(rest, 'request');
-        requestLineWriter(logger)({ ...fields, msg: 'request' } satisfies RequestLine);
+        // The line must come from the writer's own join, not from the fallback through pino.
+        logger.info = () => expect.unreachable('a plain logger got its request line through log.info');
+        write({ ...fields, msg: 'request' } satisfies RequestLine);
         expect(lines).toHaveLength(2);
         expect(lines[1]).toBe(lines[0]);
       }),
