@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
+import fc from 'fast-check';
 import { Kysely, SqliteDialect, sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import { withStatementCache } from '../../src/db/sqlite-statements.js';
@@ -62,6 +63,55 @@ describe('withStatementCache', () => {
     expect(cached.prepare(long(1, 800))).not.toBe(first);
     const recent = cached.prepare(long(10, 800));
     expect(cached.prepare(long(10, 800))).toBe(recent);
+  });
+
+  // Parameters go to better-sqlite3 as arguments rather than as one array: the answers must be the same.
+  const primitive = fc.oneof(
+    fc.integer(),
+    fc.double({ noNaN: true }),
+    fc.string(),
+    fc.constant(null),
+    fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+    fc.boolean(),
+    fc.constant(undefined),
+  );
+  const selectOf = (count: number) => `select ${Array.from({ length: count }, (_, i) => `? as c${i}`).join(', ')}`;
+  const outcome = (run: () => unknown) => {
+    try {
+      return { value: run() };
+    } catch (err) {
+      return { error: String(err) };
+    }
+  };
+
+  it('binds any parameters as better-sqlite3 binds them as one array, and refuses what it refuses', () => {
+    const raw = database();
+    const cached = withStatementCache(raw);
+    const object = fc.oneof(fc.constant({ a: 1 }), fc.constant([1, 2]), fc.constant(new Date(0)), fc.constant(Buffer.from('blob')));
+    fc.assert(
+      fc.property(fc.array(primitive, { minLength: 1, maxLength: 30 }), fc.option(fc.tuple(object, fc.nat()), { nil: undefined }), (values, inserted) => {
+        const parameters: unknown[] = [...values];
+        if (inserted) parameters.splice(inserted[1] % (values.length + 1), 0, inserted[0]);
+        const text = selectOf(parameters.length);
+        const expected = outcome(() => raw.prepare(text).all(parameters));
+        expect(outcome(() => cached.prepare(text).all(parameters))).toEqual(expected);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('writes rows with many parameters, past the number handed over as arguments', async () => {
+    const db = new Kysely<{ t: { n: number } }>({ dialect: new SqliteDialect({ database: withStatementCache(database()) }) });
+    for (const count of [10, 999, 1_000, 1_001, 5_000]) {
+      await db.deleteFrom('t').execute();
+      await db
+        .insertInto('t')
+        .values(Array.from({ length: count }, (_, n) => ({ n })))
+        .execute();
+      const { rows } = await sql<{ c: number; s: number }>`select count(*) as c, sum(n) as s from t`.execute(db);
+      expect(rows[0]).toEqual({ c: count, s: (count * (count - 1)) / 2 });
+    }
+    await db.destroy();
   });
 
   it('runs Kysely queries, transactions and streams through the cache with the right results', async () => {
