@@ -10,7 +10,8 @@ const MAX_PROJECTS = 10_000;
  * most once per 30 s. A change is announced on the bus, so that every instance drops its copy at once; should the
  * notice be lost, the copy expires anyway. At most 10,000 projects are held; the first loaded goes first.
  */
-export class ProjectCache<T> {
+// A copy is never undefined: `held` answers undefined for "no copy".
+export class ProjectCache<T extends NonNullable<unknown> | null> {
   /**
    * Copies by project id, each with its tenant (checked on every read: a project is only ever its own tenant's). Not
    * by a `tenant:project` text: that would be a new string to hash on every read, and this runs several times a call.
@@ -31,10 +32,20 @@ export class ProjectCache<T> {
     return this.bus.subscribe(this.topic, (projectKey) => this.drop(projectKey));
   }
 
-  async get(scope: ProjectScope): Promise<T> {
+  /**
+   * The project's copy while it is fresh, without loading (undefined when there is none; `get` loads it). The request
+   * path reads through this first: awaiting even a value at hand costs a promise and a turn of the microtask queue,
+   * several times a call.
+   */
+  held(scope: ProjectScope): T | undefined {
     const hit = this.entries.get(scope.projectId);
+    return hit && hit.until > Date.now() && hit.tenantId === scope.tenantId ? hit.value : undefined;
+  }
+
+  async get(scope: ProjectScope): Promise<T> {
+    const held = this.held(scope);
+    if (held !== undefined) return held;
     const now = Date.now();
-    if (hit && hit.until > now && hit.tenantId === scope.tenantId) return hit.value;
     const dropsBefore = this.drops;
     const value = await this.load(scope);
     // Served, but not kept: a change landed while it loaded (rare; the next call loads again).

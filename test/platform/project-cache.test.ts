@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { MemoryBus } from '../../src/platform/bus.js';
 import { ProjectCache } from '../../src/platform/project-cache.js';
 
@@ -45,6 +45,38 @@ describe('ProjectCache', () => {
     slow = false;
     expect(await cache.get(scope)).toBe('v2');
   });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('holds what get loaded, for its own tenant only, until it is changed or expires', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const bus = new MemoryBus();
+    let loads = 0;
+    const cache = new ProjectCache(bus, 'things.changed', async (s: typeof scope) => `${s.projectId}#${++loads}`);
+    await cache.start();
+    expect(cache.held(scope)).toBeUndefined();
+    expect(await cache.get(scope)).toBe('p1#1');
+    expect(cache.held(scope)).toBe('p1#1');
+    expect(cache.held(other)).toBeUndefined();
+    expect(cache.held({ tenantId: 't2', projectId: scope.projectId })).toBeUndefined();
+    await cache.changed(scope);
+    expect(cache.held(scope)).toBeUndefined();
+    expect(await cache.get(scope)).toBe('p1#2');
+    vi.advanceTimersByTime(29_999);
+    expect(cache.held(scope)).toBe('p1#2');
+    vi.advanceTimersByTime(1);
+    expect(cache.held(scope)).toBeUndefined();
+    expect(await cache.get(scope)).toBe('p1#3');
+  });
+
+  it('holds a project that does not exist as null, apart from one it does not hold', async () => {
+    const cache = new ProjectCache<string | null>(new MemoryBus(), 'things.changed', async () => null);
+    expect(cache.held(scope)).toBeUndefined();
+    expect(await cache.get(scope)).toBeNull();
+    expect(cache.held(scope)).toBeNull();
+  });
+
   it("never serves one tenant's copy to another tenant asking for the same project id", async () => {
     const bus = new MemoryBus();
     const load = async (s: typeof scope) => `${s.tenantId}/${s.projectId}`;

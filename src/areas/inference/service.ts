@@ -20,6 +20,7 @@ import { hasLimits, unreserved, type Budget, type Estimate, type LimitService, t
 import type { ResolvedModel, ModelService } from '../models/service.js';
 import type { ModelRecord, Pricing } from '../models/store.js';
 import type { ProjectService } from '../projects/service.js';
+import type { ProjectRecord } from '../projects/store.js';
 import type { UsageService } from '../usage/service.js';
 import { chatInputTexts, chatOutputTexts, embeddingInputTexts, type TextSlots } from './texts.js';
 
@@ -322,21 +323,20 @@ export class InferenceService {
   /** The model and its fallbacks that offer the capability, in the order to try them. */
   private async candidates(scope: ProjectScope, key: unknown, capability: Capability): Promise<ResolvedModel[]> {
     if (typeof key !== 'string' || key === '') throw ERRORS.validation('model is required');
-    const primary = await this.models.resolve(scope, key);
+    const primary = this.models.held(scope, key) ?? (await this.models.resolve(scope, key));
     if (!primary.record.capabilities.includes(capability)) {
       throw ERRORS.validation(`Model "${key}" does not offer ${capability} (it offers ${primary.record.capabilities.join(', ')})`);
     }
     const candidates = [primary];
     for (const fallbackKey of primary.record.fallbacks) {
-      const fallback = await this.models.find(scope, fallbackKey);
+      const fallback = this.models.held(scope, fallbackKey) ?? (await this.models.find(scope, fallbackKey));
       if (fallback && fallback.record.capabilities.includes(capability)) candidates.push(fallback);
     }
     return candidates;
   }
 
   /** Whose limits a call counts against: its token's, when it has any, and its project's (kept without limits too). */
-  private async subjects(caller: Caller): Promise<LimitSubject[]> {
-    const project = await this.projects.cached(caller.scope.tenantId, caller.scope.projectId);
+  private subjects(caller: Caller, project: ProjectRecord | null): LimitSubject[] {
     const subjects: LimitSubject[] = [];
     if (caller.tokenId && (caller.budget || caller.rateLimit)) {
       // A token's limits never change after creation.
@@ -359,9 +359,16 @@ export class InferenceService {
     return project ? [...others, projectSubject(admitted.scope, project)] : others;
   }
 
+  /** The reservation's project is in memory with the limits it was admitted under (or it was admitted without one). */
+  private heldUnchanged(reservation: Reservation): boolean {
+    const admitted = reservation.subjects.find((subject) => subject.kind === 'project');
+    return !admitted || this.projects.held(admitted.scope.tenantId, admitted.scope.projectId)?.limitsUpdatedAt === admitted.version;
+  }
+
   /** `choices`: a chat call's n, each of which needs at least one output token. */
   private async admit(caller: Caller, candidates: ResolvedModel[], estimateInput: () => number, desiredOutput: number, choices = 1): Promise<Reservation> {
-    const subjects = await this.subjects(caller);
+    const { tenantId, projectId } = caller.scope;
+    const subjects = this.subjects(caller, this.projects.held(tenantId, projectId) ?? (await this.projects.cached(tenantId, projectId)));
     // No estimate (token counting) without a limit that needs one.
     if (!hasLimits(subjects)) return unreserved(subjects);
     const pricing = dearestPricing(candidates);
@@ -432,13 +439,18 @@ export class InferenceService {
     const input = usage?.inputTokens ?? 0;
     const output = usage?.outputTokens ?? 0;
     const amounts = { tokens: input + output, cost: costOf(pricing, input, output) };
-    let done: Promise<void>;
-    if (reservation) done = this.subjectsNow(reservation).then((current) => this.limits.settle(reservation, amounts, current));
-    else if (chargeTo) done = this.subjects(chargeTo).then((subjects) => this.limits.charge(subjects, amounts));
-    else return;
-    await done.catch((err: unknown) => {
+    try {
+      if (reservation) {
+        // A call that reserved nothing (no limits) has nothing to settle, unless its project's limits changed while
+        // it ran: the common call returns here without an await.
+        if (reservation.counters.length === 0 && this.heldUnchanged(reservation)) return;
+        await this.limits.settle(reservation, amounts, await this.subjectsNow(reservation));
+      } else if (chargeTo) {
+        await this.limits.charge(this.subjects(chargeTo, await this.projects.cached(chargeTo.scope.tenantId, chargeTo.scope.projectId)), amounts);
+      }
+    } catch (err) {
       this.log.error({ err }, 'settling a budget reservation failed; the estimate stays counted');
-    });
+    }
   }
 
   /**
@@ -473,7 +485,7 @@ export class InferenceService {
     let answer: JsonObject;
     this.usage.expect();
     try {
-      const sent = guarded ? await this.guardInput(caller, primary, guards.input, body, guarded.input) : body;
+      const sent = guarded && guards.input.length > 0 ? await this.guardInput(caller, primary, guards.input, body, guarded.input) : body;
       // Capped per candidate: the output limit's field name depends on the provider a fallback goes to.
       result = await this.firstAnswer(caller, candidates, attempts, (m) => run(this.providers[m.record.provider.type], m, capped(sent, reservation, m.target)));
       usage = result.usage ?? { inputTokens: options.estimateInput(), outputTokens: options.estimateOutput?.(result.body) ?? 0, estimated: true };

@@ -228,6 +228,14 @@ export class ModelService {
     return model;
   }
 
+  /**
+   * The model when the project's models are in memory and it is one of them, without an await; undefined otherwise
+   * (`resolve` then loads them, or answers 404).
+   */
+  held(scope: ProjectScope, key: string): ResolvedModel | undefined {
+    return this.cache.held(scope)?.get(key);
+  }
+
   /** The model when it exists (fallbacks that were deleted since are skipped). */
   async find(scope: ProjectScope, key: string): Promise<ResolvedModel | null> {
     return (await this.projectModels(scope)).get(key) ?? null;

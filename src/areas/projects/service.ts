@@ -35,6 +35,11 @@ export class ProjectService {
     return this.cache.get({ tenantId, projectId: id });
   }
 
+  /** The project when a fresh copy is in memory, without an await; undefined otherwise (`cached` then loads it). */
+  held(tenantId: string, id: string): ProjectRecord | undefined {
+    return this.cache.held({ tenantId, projectId: id }) ?? undefined;
+  }
+
   /** Renames a project or sets its budget and rate limit (null removes them). */
   async update(tenantId: string, idOrKey: string, patch: ProjectPatch): Promise<ProjectRecord> {
     checkLimits(patch.budget, patch.rateLimit);
