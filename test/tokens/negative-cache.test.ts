@@ -24,4 +24,18 @@ describe('unknown token values', () => {
     await t.ctx.services.tokens.create({ kind: 'system', tenantId: t.ctx.bootstrap.tenantId }, { name: 'chosen', projectId: t.ctx.bootstrap.projectId, role: 'viewer' }, value);
     expect((await call(t.app, value, { method: 'GET', url: '/api/client/v1/token' })).statusCode).toBe(200);
   });
+
+  it('are answered from memory by checkHeld once looked up: a held token, a refused one, an unknown one', async () => {
+    const { tokens } = t.ctx.services;
+    const { value } = await tokens.create({ kind: 'system', tenantId: t.ctx.bootstrap.tenantId }, { name: 'held', projectId: t.ctx.bootstrap.projectId, role: 'viewer' });
+    expect(tokens.checkHeld('not-a-token')).toEqual({ principal: null, refused: null });
+    expect(tokens.checkHeld(value)).toBeUndefined();
+    const checked = await tokens.check(value);
+    expect(checked.principal).toMatchObject({ kind: 'api_token', tenantId: t.ctx.bootstrap.tenantId, projectId: t.ctx.bootstrap.projectId, role: 'viewer' });
+    expect(tokens.checkHeld(value)).toEqual(checked);
+    const unknown = `wgt_${randomBase32(43)}`;
+    expect(tokens.checkHeld(unknown)).toBeUndefined();
+    expect(await tokens.check(unknown)).toEqual({ principal: null, refused: null });
+    expect(tokens.checkHeld(unknown)).toEqual({ principal: null, refused: null });
+  });
 });

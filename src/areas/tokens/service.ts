@@ -151,19 +151,33 @@ export class TokenService {
    * so the refusal lands in that tenant's audit log.
    */
   async check(value: string): Promise<TokenCheck> {
+    const held = this.checkHeld(value);
+    if (held) return held;
+    const hash = hashToken(value);
+    const now = Date.now();
+    const record = await this.store.findByHash(hash);
+    if (!record) {
+      boundedSet(this.unknown, hash, now + UNKNOWN_TTL_MS);
+      return { principal: null, refused: null };
+    }
+    this.remember(hash, record, now);
+    return this.verdict(hash, record, now);
+  }
+
+  /**
+   * The check as far as memory answers it (a cached token, a value known to be unknown, no token at all), without an
+   * await; undefined when the database must be asked (`check` does). The request path asks this first.
+   */
+  checkHeld(value: string): TokenCheck | undefined {
     if (!value.startsWith(TOKEN_PREFIX)) return { principal: null, refused: null };
     const hash = hashToken(value);
     const now = Date.now();
-    let record = this.fromCache(hash, now);
-    if (!record) {
-      if ((this.unknown.get(hash) ?? 0) > now) return { principal: null, refused: null };
-      record = await this.store.findByHash(hash);
-      if (!record) {
-        boundedSet(this.unknown, hash, now + UNKNOWN_TTL_MS);
-        return { principal: null, refused: null };
-      }
-      this.remember(hash, record, now);
-    }
+    const record = this.fromCache(hash, now);
+    if (record) return this.verdict(hash, record, now);
+    return (this.unknown.get(hash) ?? 0) > now ? { principal: null, refused: null } : undefined;
+  }
+
+  private verdict(hash: string, record: TokenRecord, now: number): TokenCheck {
     // The marker also covers a look-up that was in flight when the revocation happened and cached the old row.
     const revoked = record.revokedAt !== null || (this.revoked.get(hash) ?? 0) > now;
     if (revoked || (record.expiresAt !== null && record.expiresAt <= now)) {
