@@ -16,7 +16,10 @@ const MAX_ARGUMENT_PARAMETERS = 1_000;
 /** Parameters that can go as arguments: no object among them, which better-sqlite3 would read as more parameters. */
 function asArguments(parameters: ReadonlyArray<unknown>): boolean {
   if (parameters.length > MAX_ARGUMENT_PARAMETERS) return false;
-  for (const value of parameters) if (typeof value === 'object' && value !== null) return false;
+  for (let i = 0; i < parameters.length; i++) {
+    const value = parameters[i];
+    if (typeof value === 'object' && value !== null) return false;
+  }
   return true;
 }
 
