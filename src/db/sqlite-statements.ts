@@ -13,12 +13,12 @@ const MAX_CACHED_CHARS = 64 * 1024;
 /** At most this many parameters go to better-sqlite3 as arguments, each a slot on the stack; more go as one array. */
 const MAX_ARGUMENT_PARAMETERS = 1_000;
 
-/** Parameters that can go as arguments: no object among them, which better-sqlite3 would read as more parameters. */
+/** Parameters that can go as arguments: no object (or function) among them, which better-sqlite3 would read as more parameters. */
 function asArguments(parameters: ReadonlyArray<unknown>): boolean {
   if (parameters.length > MAX_ARGUMENT_PARAMETERS) return false;
   for (let i = 0; i < parameters.length; i++) {
     const value = parameters[i];
-    if (typeof value === 'object' && value !== null) return false;
+    if ((typeof value === 'object' && value !== null) || typeof value === 'function') return false;
   }
   return true;
 }

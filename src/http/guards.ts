@@ -60,7 +60,11 @@ export function requireApiToken(scope: FastifyInstance, tokens: TokenService): v
     if (value === undefined) return done(ERRORS.missingToken());
     const held = tokens.checkHeld(value);
     if (held) return done(admitChecked(request, held));
-    tokens.check(value).then((checked) => done(admitChecked(request, checked)), done);
+    // A rejection is always answered as an error, whatever it was rejected with: done() without one lets the request in.
+    tokens.check(value).then(
+      (checked) => done(admitChecked(request, checked)),
+      (err: unknown) => done(err instanceof Error ? err : new Error(`token check failed: ${String(err)}`)),
+    );
   });
 }
 

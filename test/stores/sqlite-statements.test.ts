@@ -87,7 +87,7 @@ describe('withStatementCache', () => {
   it('binds any parameters as better-sqlite3 binds them as one array, and refuses what it refuses', () => {
     const raw = database();
     const cached = withStatementCache(raw);
-    const object = fc.oneof(fc.constant({ a: 1 }), fc.constant([1, 2]), fc.constant(new Date(0)), fc.constant(Buffer.from('blob')));
+    const object = fc.oneof(fc.constant({ a: 1 }), fc.constant([1, 2]), fc.constant(new Date(0)), fc.constant(Buffer.from('blob')), fc.constant(() => 1));
     fc.assert(
       fc.property(fc.array(primitive, { minLength: 1, maxLength: 30 }), fc.option(fc.tuple(object, fc.nat()), { nil: undefined }), (values, inserted) => {
         const parameters: unknown[] = [...values];
@@ -95,6 +95,7 @@ describe('withStatementCache', () => {
         const text = selectOf(parameters.length);
         const expected = outcome(() => raw.prepare(text).all(parameters));
         expect(outcome(() => cached.prepare(text).all(parameters))).toEqual(expected);
+        expect(outcome(() => [...cached.prepare(text).iterate(parameters)])).toEqual(outcome(() => [...raw.prepare(text).iterate(parameters)]));
       }),
       { numRuns: 300 },
     );

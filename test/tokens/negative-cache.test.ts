@@ -38,4 +38,15 @@ describe('unknown token values', () => {
     expect(await tokens.check(unknown)).toEqual({ principal: null, refused: null });
     expect(tokens.checkHeld(unknown)).toEqual({ principal: null, refused: null });
   });
+
+  it.each([
+    ['an error', new Error('database unreachable')],
+    ['no error at all', undefined],
+  ])('a look-up that fails with %s is answered with an error, never let through', async (_case, reason) => {
+    const lookups = vi.spyOn(TokenStore.prototype, 'findByHash').mockImplementation(() => Promise.reject(reason));
+    const res = await call(t.app, `wgt_${randomBase32(43)}`, { method: 'GET', url: '/api/client/v1/token' });
+    lookups.mockRestore();
+    expect(res.statusCode).toBe(500);
+    expect(res.json().error).toBeTruthy();
+  });
 });
