@@ -111,6 +111,11 @@ function projectSubject(scope: LimitSubject['scope'], project: { limitsUpdatedAt
   return { kind: 'project', scope, version: project.limitsUpdatedAt, budget: project.budget, rateLimit: project.rateLimit };
 }
 
+/** The project a reservation was admitted under, as its subject (none for a call without a project). */
+function projectSubjectOf(reservation: Reservation): LimitSubject | undefined {
+  return reservation.subjects.find((subject) => subject.kind === 'project');
+}
+
 /**
  * The request with its output capped at the reservation's allowance (shared by its choices), when a budget or tpm
  * limit set one. Every limit field the request names is capped, and the upstream's own field is set too: a server
@@ -351,7 +356,7 @@ export class InferenceService {
    * admission (a PATCH): the same array when nothing changed.
    */
   private async subjectsNow(reservation: Reservation): Promise<LimitSubject[]> {
-    const admitted = reservation.subjects.find((subject) => subject.kind === 'project');
+    const admitted = projectSubjectOf(reservation);
     if (!admitted) return reservation.subjects;
     const project = await this.projects.cached(admitted.scope.tenantId, admitted.scope.projectId);
     if (project?.limitsUpdatedAt === admitted.version) return reservation.subjects;
@@ -361,7 +366,7 @@ export class InferenceService {
 
   /** The reservation's project is in memory with the limits it was admitted under (or it was admitted without one). */
   private heldUnchanged(reservation: Reservation): boolean {
-    const admitted = reservation.subjects.find((subject) => subject.kind === 'project');
+    const admitted = projectSubjectOf(reservation);
     return !admitted || this.projects.held(admitted.scope.tenantId, admitted.scope.projectId)?.limitsUpdatedAt === admitted.version;
   }
 

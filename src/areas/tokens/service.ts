@@ -151,10 +151,11 @@ export class TokenService {
    * so the refusal lands in that tenant's audit log.
    */
   async check(value: string): Promise<TokenCheck> {
-    const held = this.checkHeld(value);
-    if (held) return held;
+    if (!value.startsWith(TOKEN_PREFIX)) return { principal: null, refused: null };
     const hash = hashToken(value);
     const now = Date.now();
+    const held = this.fromMemory(hash, now);
+    if (held) return held;
     const record = await this.store.findByHash(hash);
     if (!record) {
       boundedSet(this.unknown, hash, now + UNKNOWN_TTL_MS);
@@ -170,8 +171,11 @@ export class TokenService {
    */
   checkHeld(value: string): TokenCheck | undefined {
     if (!value.startsWith(TOKEN_PREFIX)) return { principal: null, refused: null };
-    const hash = hashToken(value);
-    const now = Date.now();
+    return this.fromMemory(hashToken(value), Date.now());
+  }
+
+  /** The check for a token hash from the cached tokens and unknown values; undefined when neither holds it. */
+  private fromMemory(hash: string, now: number): TokenCheck | undefined {
     const record = this.fromCache(hash, now);
     if (record) return this.verdict(hash, record, now);
     return (this.unknown.get(hash) ?? 0) > now ? { principal: null, refused: null } : undefined;
