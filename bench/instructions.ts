@@ -81,6 +81,9 @@ function callgrindControl(server: BenchServer, ...args: string[]): void {
   execFileSync('callgrind_control', [...args, String(server.pid)], { env: { PATH: process.env.PATH, HOST: server.host }, stdio: 'ignore' });
 }
 
+/** Whether a dump file (`prefix`.<part>-<thread>) is the first thread's: the main one. */
+const isMainThreadDump = (file: string) => /-0?1$/.test(file);
+
 /** The instruction totals of the dumps written to `prefix`.<part>-<thread>: all threads, and the first (main) one. */
 function countsOf(dir: string, prefix: string): Omit<Count, 'functions'> {
   let total = 0;
@@ -89,7 +92,7 @@ function countsOf(dir: string, prefix: string): Omit<Count, 'functions'> {
     const text = fs.readFileSync(path.join(dir, file), 'utf8');
     const sum = Math.max(0, ...[...text.matchAll(/^(?:summary|totals): (\d+)/gm)].map((m) => Number(m[1])));
     total += sum;
-    if (/-0?1$/.test(file)) mainThread += sum;
+    if (isMainThreadDump(file)) mainThread += sum;
   }
   return { total, mainThread };
 }
@@ -106,7 +109,7 @@ const perfMapOf = (pid: number) => path.join(os.tmpdir(), `perf-${pid}.map`);
 
 /** The main thread's dump by function, per request. */
 function mainThreadFunctions(dir: string, prefix: string, perfMap: string, requests: number): FunctionCost[] {
-  const dump = fs.readdirSync(dir).find((f) => f.startsWith(prefix) && /-0?1$/.test(f));
+  const dump = fs.readdirSync(dir).find((f) => f.startsWith(prefix) && isMainThreadDump(f));
   if (!dump) return [];
   return functionCosts(path.join(dir, dump), readPerfMap(perfMap)).map((f) => ({ name: f.name, self: f.self / requests, withNatives: f.withNatives / requests }));
 }

@@ -40,7 +40,8 @@ function jsonNumber(value: number): string {
  * the logger's own stream. pino builds a line by adding strings one field at a time, and the string it hands over
  * then has to be flattened piece by piece: for this line, written for every call, that was about 5 % of a call's
  * instructions. The line is joined here from its known fields instead: a JSON.stringify of them cost about 7,600
- * instructions (V8's serializer looks each property up), the join a third of that. The level, time and
+ * instructions (V8's serializer looks each property up); with the join the whole line costs about 7,200, against
+ * 10,400 with JSON.stringify (callgrind). The level, time and
  * bindings come from the logger. A logger whose lines this would not reproduce (redaction, formatters, a mixin, a
  * write hook, a stream that wants metadata) gets its lines through log.info: a probe line is compared at start.
  */
