@@ -1,7 +1,10 @@
 import type { Redis } from 'ioredis';
 import { redisCall } from './errors.js';
 import { ExpiringMap } from './expiring-map.js';
-import { connectRedis } from './redis.js';
+import { connectRedis, RedisScript } from './redis.js';
+
+// DECR on a missing key would create it without an expiry: only an existing window above zero is decremented.
+const DECREMENT_EXISTING = new RedisScript("if redis.call('EXISTS', KEYS[1]) == 1 and tonumber(redis.call('GET', KEYS[1])) > 0 then return redis.call('DECR', KEYS[1]) end return 0");
 
 /**
  * Shared key/value state with expiry: in-process by default, Redis when REDIS_URL is set so that
@@ -96,8 +99,7 @@ export class RedisCache implements Cache {
   }
 
   async decr(key: string): Promise<void> {
-    // DECR on a missing key would create it without an expiry; only existing windows are decremented.
-    await this.call(() => this.redis.eval("if redis.call('EXISTS', KEYS[1]) == 1 and tonumber(redis.call('GET', KEYS[1])) > 0 then return redis.call('DECR', KEYS[1]) end return 0", 1, this.prefix + key));
+    await this.call(() => DECREMENT_EXISTING.run(this.redis, [this.prefix + key], []));
   }
 
   /** Removes every key under this cache's prefix (test clean-up). */

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { redisCall } from './errors.js';
 import { ExpiringMap } from './expiring-map.js';
-import { connectRedis } from './redis.js';
+import { connectRedis, RedisScript } from './redis.js';
 
 /**
  * One limit to check and reserve against, in integers (requests, tokens, nano-dollars). A counter takes `base`
@@ -16,6 +16,12 @@ export interface CounterReservation {
   ttlMs: number;
   /** A counter that must be seeded (from stored usage) before first use, instead of starting at zero. */
   seeded: boolean;
+  /**
+   * A counter that a settlement adjusts by the call's real amount, and so has a generation. A request-count window
+   * is never settled: it has none (its generation reads as ''), which spares Redis a key and a read per call. A key
+   * is one or the other for its whole life.
+   */
+  settled: boolean;
 }
 
 /** How many units (output tokens) a call would like, and the fewest it can do with. */
@@ -27,7 +33,7 @@ export interface AllowanceRequest {
 /**
  * `generations`: each counter's generation, which changes when the counter is started again (seeded, or created
  * anew after it was lost: a Redis restart, an eviction). A settlement names it, so that a reservation is taken back
- * only from the counter that holds it.
+ * only from the counter that holds it. '' for a counter that is not settled.
  */
 export type ReserveOutcome = { ok: true; allowance: number; generations: string[] } | { ok: false; index: number; reason: 'limit' | 'unseeded' };
 
@@ -88,7 +94,8 @@ export class MemoryCounters implements Counters {
       const amount = counter.base + counter.perUnit * allowance;
       const existing = this.entries.get(counter.key, now)?.value;
       if (existing) existing.value += amount;
-      generations.push((existing ?? this.start(counter.key, amount, counter.ttlMs, now)).generation);
+      const held = existing ?? this.start(counter.key, amount, counter.ttlMs, now);
+      generations.push(counter.settled ? held.generation : '');
     }
     return { ok: true, allowance, generations };
   }
@@ -130,14 +137,15 @@ local function generationOf(key)
 end
 `;
 
-// KEYS: the counters. ARGV[1], ARGV[2]: desired and minimum allowance; then base, perUnit, limit, ttl, seeded for
-// each counter. Returns {1, allowance, generation...} or {0 | -1 (unseeded), index}. Mirrors MemoryCounters.reserve.
-const RESERVE_SCRIPT = `${GENERATION}
+// KEYS: the counters. ARGV[1], ARGV[2]: desired and minimum allowance; then base, perUnit, limit, ttl, seeded and
+// settled for each counter. Returns {1, allowance, generation...} or {0 | -1 (unseeded), index}. Mirrors
+// MemoryCounters.reserve.
+const RESERVE_SCRIPT = new RedisScript(`${GENERATION}
 local allowance = tonumber(ARGV[1])
 local minimum = tonumber(ARGV[2])
 local fresh = {}
 for i = 1, #KEYS do
-  local a = 2 + (i - 1) * 5
+  local a = 2 + (i - 1) * 6
   local current = redis.call('GET', KEYS[i])
   fresh[i] = not current
   if not current then
@@ -152,25 +160,27 @@ for i = 1, #KEYS do
 end
 local result = {1, allowance}
 for i = 1, #KEYS do
-  local a = 2 + (i - 1) * 5
+  local a = 2 + (i - 1) * 6
   local ttl = tonumber(ARGV[a + 4])
   redis.call('INCRBY', KEYS[i], string.format('%d', tonumber(ARGV[a + 1]) + tonumber(ARGV[a + 2]) * allowance))
   if ttl > 0 and redis.call('PTTL', KEYS[i]) < 0 then redis.call('PEXPIRE', KEYS[i], ttl) end
-  if fresh[i] then result[#result + 1] = start(KEYS[i], ttl) else result[#result + 1] = generationOf(KEYS[i]) end
+  if ARGV[a + 6] ~= '1' then result[#result + 1] = ''
+  elseif fresh[i] then result[#result + 1] = start(KEYS[i], ttl)
+  else result[#result + 1] = generationOf(KEYS[i]) end
 end
-return result`;
+return result`);
 
 // ARGV[1], ARGV[2]: the value and the expiry (0: none). Sets the counter only when it is missing, as a new generation.
-const SEED_SCRIPT = `${GENERATION}
+const SEED_SCRIPT = new RedisScript(`${GENERATION}
 local ttl = tonumber(ARGV[2])
 local set
 if ttl > 0 then set = redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl, 'NX') else set = redis.call('SET', KEYS[1], ARGV[1], 'NX') end
 if set then start(KEYS[1], ttl) end
-return 0`;
+return 0`);
 
 // ARGV: amount, generation ('*': any) and the amount otherwise, for each counter. INCRBY keeps a key's expiry;
 // counters that expired meanwhile are not brought back.
-const ADJUST_SCRIPT = `${GENERATION}
+const ADJUST_SCRIPT = new RedisScript(`${GENERATION}
 for i = 1, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then
     local a = (i - 1) * 3
@@ -178,7 +188,7 @@ for i = 1, #KEYS do
     redis.call('INCRBY', KEYS[i], same and ARGV[a + 1] or ARGV[a + 3])
   end
 end
-return 0`;
+return 0`);
 
 export class RedisCounters implements Counters {
   private readonly redis: Redis;
@@ -194,9 +204,9 @@ export class RedisCounters implements Counters {
   async reserve(counters: CounterReservation[], request: AllowanceRequest): Promise<ReserveOutcome> {
     if (counters.length === 0) return { ok: true, allowance: request.desired, generations: [] };
     const keys = counters.map((c) => this.prefix + c.key);
-    const args = counters.flatMap((c) => [c.base, c.perUnit, c.limit, c.ttlMs, c.seeded ? 1 : 0]);
+    const args = counters.flatMap((c) => [c.base, c.perUnit, c.limit, c.ttlMs, c.seeded ? 1 : 0, c.settled ? 1 : 0]);
     const [status, value, ...generations] = (await this.call(() =>
-      this.redis.eval(RESERVE_SCRIPT, keys.length, ...keys, ...[request.desired, request.minimum, ...args].map(String)),
+      RESERVE_SCRIPT.run(this.redis, keys, [request.desired, request.minimum, ...args].map(String)),
     )) as [number, number, ...string[]];
     if (status === 1) return { ok: true, allowance: value, generations };
     return { ok: false, index: value - 1, reason: status === -1 ? 'unseeded' : 'limit' };
@@ -206,11 +216,11 @@ export class RedisCounters implements Counters {
     const live = changes.filter((c) => c.amount !== 0 || (c.otherwise ?? 0) !== 0);
     if (live.length === 0) return;
     const args = live.flatMap((c) => [String(c.amount), c.generation ?? '*', String(c.otherwise ?? 0)]);
-    await this.call(() => this.redis.eval(ADJUST_SCRIPT, live.length, ...live.map((c) => this.prefix + c.key), ...args));
+    await this.call(() => ADJUST_SCRIPT.run(this.redis, live.map((c) => this.prefix + c.key), args));
   }
 
   async seed(key: string, value: number, ttlMs: number): Promise<void> {
-    await this.call(() => this.redis.eval(SEED_SCRIPT, 1, this.prefix + key, String(value), String(ttlMs)));
+    await this.call(() => SEED_SCRIPT.run(this.redis, [this.prefix + key], [String(value), String(ttlMs)]));
   }
 
   async close(): Promise<void> {

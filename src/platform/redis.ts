@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type * as IORedis from 'ioredis';
 import type { Redis } from 'ioredis';
@@ -26,4 +27,27 @@ export function connectRedis(url: string, options: { subscriber?: boolean } = {}
   });
   redis.on('error', () => undefined);
   return redis;
+}
+
+/**
+ * A Lua script run by its SHA-1 (EVALSHA), so that its text crosses the wire and is hashed by Redis only when Redis
+ * does not hold it yet (first use, a restart, SCRIPT FLUSH): EVAL would send and hash the whole text on every call.
+ * NOSCRIPT means the script did not run, so running it with EVAL then runs it once.
+ */
+export class RedisScript {
+  /** What Redis knows the script by. */
+  readonly sha: string;
+
+  constructor(readonly lua: string) {
+    this.sha = createHash('sha1').update(lua).digest('hex');
+  }
+
+  async run(redis: Redis, keys: string[], args: string[]): Promise<unknown> {
+    try {
+      return await redis.evalsha(this.sha, keys.length, ...keys, ...args);
+    } catch (err) {
+      if (!(err instanceof Error && err.message.startsWith('NOSCRIPT'))) throw err;
+      return redis.eval(this.lua, keys.length, ...keys, ...args);
+    }
+  }
 }

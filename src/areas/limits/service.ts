@@ -177,10 +177,11 @@ export class LimitService {
       const window = { subject, seeded: false, since: 0, periodEnd: null, ttlMs: windowLeft + 1_000, retryAfterMs: windowLeft };
       const { rpm, tpm } = subject.rateLimit ?? {};
       if (rpm !== undefined) {
-        planned.push({ ...window, key: `rl:${id}:rpm:${minute}`, kind: 'requests', base: 1, perUnit: 0, limit: rpm, describe: `rate limit of ${rpm} requests per minute` });
+        // A call's request is counted when it is admitted, whatever it then does: the window is never settled.
+        planned.push({ ...window, settled: false, key: `rl:${id}:rpm:${minute}`, kind: 'requests', base: 1, perUnit: 0, limit: rpm, describe: `rate limit of ${rpm} requests per minute` });
       }
       if (tpm !== undefined) {
-        planned.push({ ...window, key: `rl:${id}:tpm:${minute}`, kind: 'tokens', ...tokens, limit: tpm, describe: `rate limit of ${tpm} tokens per minute` });
+        planned.push({ ...window, settled: true, key: `rl:${id}:tpm:${minute}`, kind: 'tokens', ...tokens, limit: tpm, describe: `rate limit of ${tpm} tokens per minute` });
       }
       const budget = subject.budget;
       if (!budget) continue;
@@ -188,7 +189,7 @@ export class LimitService {
       // A total budget never ends, but its counter does, each UTC day: the next one starts from stored usage.
       const counterStart = end === null ? Math.floor(now / TOTAL_COUNTER_MS) * TOTAL_COUNTER_MS : start;
       const counterEnd = end ?? counterStart + TOTAL_COUNTER_MS;
-      const period = { subject, seeded: true, since: start, periodEnd: counterEnd, ttlMs: counterEnd - now + MINUTE_MS, retryAfterMs: end === null ? null : end - now };
+      const period = { subject, seeded: true, settled: true, since: start, periodEnd: counterEnd, ttlMs: counterEnd - now + MINUTE_MS, retryAfterMs: end === null ? null : end - now };
       const name = budget.period === 'total' ? 'total' : budget.period === 'day' ? 'daily' : 'monthly';
       const budgetId = budgetSubjectId(subject);
       if (budget.maxTokens !== undefined) {
