@@ -20,6 +20,30 @@ describe('estimateTokens', () => {
     );
   });
 
+  // The rule as a regular expression states it; the estimator walks the text instead, for speed.
+  const byExpression = (text: string) => {
+    let tokens = 0;
+    for (const match of text.matchAll(/[A-Za-z0-9]+|[^\sA-Za-z0-9]/g)) tokens += match[0].length > 1 ? Math.ceil(match[0].length / 4) : 1;
+    return tokens;
+  };
+
+  it('counts as the regular expression of its rule does, on any UTF-16 text (lone surrogates and every kind of white space too)', () => {
+    const spaces = [...'\t\n\v\f\r \u00a0\u1680\u2000\u2005\u200a\u2028\u2029\u202f\u205f\u3000\ufeff\u180e\u200b\u0085'];
+    const piece = fc.oneof(fc.string({ unit: 'binary', maxLength: 12 }), fc.string({ unit: fc.constantFrom(...spaces, 'a', 'Z', '7', '.'), maxLength: 12 }));
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 8 }), (pieces) => {
+        const text = pieces.join('');
+        expect(estimateTokens(text)).toBe(byExpression(text));
+      }),
+      { numRuns: 2_000 },
+    );
+    // Every UTF-16 code unit alone, and between letters.
+    for (let code = 0; code <= 0xffff; code++) {
+      const text = `ab${String.fromCharCode(code)}cdefg`;
+      if (estimateTokens(text) !== byExpression(text)) expect.fail(`code unit ${code.toString(16)}: ${estimateTokens(text)} against ${byExpression(text)}`);
+    }
+  });
+
   it('counts an ASCII word as one token per four characters, rounded up', () => {
     expect(estimateTokens('a')).toBe(1);
     expect(estimateTokens('word')).toBe(1);
