@@ -4,6 +4,7 @@
  * than that between identical runs (bench/README.md, "instructions").
  *
  *   node --import tsx bench/instructions.ts [--against <git ref>] [--runs 3] [--warmup 8000] [--requests 8000] [--connections 8] [--functions 30]
+ *     [--limits] [--redis redis://127.0.0.1:6379]
  *
  * Each run starts a fresh Waygate under callgrind with counting off (`--instr-atstart=no`), registers the benchmark
  * models against the fake upstream, sends `--warmup` non-stream chat requests at `--connections`, turns counting on
@@ -12,7 +13,11 @@
  * V8's compiler and GC helpers and libuv's pool), the least and the median of the runs. With `--against`, the given commit's src/ is built too (from a
  * temporary git worktree) and the two builds alternate run by run. With `--functions N`, node also writes a perf map
  * of its JIT code, and the N JavaScript functions that cost the most in each build's least run are listed, each with
- * the builtins and C++ it calls directly (bench/lib/callgrind.ts). Needs `valgrind` (with `callgrind_control`).
+ * the builtins and C++ it calls directly (bench/lib/callgrind.ts). With `--limits`, the calls are made with a token that
+ * has a budget and a rate limit no call reaches (admission and settlement on four counters: requests and tokens a
+ * minute, the day's tokens and cost), instead of the bootstrap token without limits; with `--redis`, Waygate keeps
+ * its counters there (REDIS_URL), and the run's counters are removed afterwards (the login's attempt count expires by
+ * itself). Needs `valgrind` (with `callgrind_control`).
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -21,12 +26,14 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { gateway, setupWaygate, WAYGATE_MODEL } from './inference.js';
+import { createLimitedToken } from './lib/api.js';
 import { functionCosts, readPerfMap, type FunctionCost } from './lib/callgrind.js';
 import { loadedAmount, median } from './lib/measure.js';
 import { cleanupsOnExit, wholeNumber } from './lib/options.js';
 import { table } from './lib/report.js';
 import { REPO_ROOT, startServer, transpileSources, type BenchServer } from './lib/server.js';
 import { startUpstream, type UpstreamProcess } from './lib/upstream.js';
+import { RedisCache } from '../src/platform/cache.js';
 
 interface Options {
   against: string | undefined;
@@ -36,6 +43,10 @@ interface Options {
   warmup: number;
   requests: number;
   connections: number;
+  /** Calls with a token that has a budget and a rate limit. */
+  limits: boolean;
+  /** REDIS_URL for Waygate: counters, cache and notices in Redis. */
+  redis: string | undefined;
 }
 
 function parse(argv: string[]): Options {
@@ -48,6 +59,8 @@ function parse(argv: string[]): Options {
       warmup: { type: 'string', default: '8000' },
       requests: { type: 'string', default: '8000' },
       connections: { type: 'string', default: '8' },
+      limits: { type: 'boolean', default: false },
+      redis: { type: 'string' },
     },
   });
   return {
@@ -57,6 +70,8 @@ function parse(argv: string[]): Options {
     warmup: wholeNumber('warmup', values.warmup, 0),
     requests: wholeNumber('requests', values.requests),
     connections: wholeNumber('connections', values.connections),
+    limits: values.limits,
+    redis: values.redis,
   };
 }
 
@@ -123,15 +138,23 @@ async function measure(build: Build, upstream: UpstreamProcess, opts: Options): 
   // depends on timing, not on the work a request needs. The batch worker off for the same reason: it polls the
   // database on a timer, and under valgrind's slowdown its polls were up to 3 % of a request's count, more or less
   // as the machine was busier.
-  const env = { WAYGATE_BUSY_POLL_US: '0', WAYGATE_BATCH_WORKER: 'false' };
+  const env: Record<string, string> = { WAYGATE_BUSY_POLL_US: '0', WAYGATE_BATCH_WORKER: 'false', ...(opts.redis ? { REDIS_URL: opts.redis } : {}) };
   // With --functions, node writes a perf map naming its JIT code (for callgrind it is only addresses); the V8 log
   // that flag also opens would land in the working directory.
   const nodeArgs = opts.functions > 0 ? ['--perf-basic-prof', '--no-logfile-per-isolate', '--logfile=/dev/null'] : [];
   const server = await startServer({ entry: 'tsx', mainFile: build.main, logLevel: 'info', cpus: null, env, nodeArgs, launcher, readyTimeoutMs: 600_000 });
+  let limitedTokenId: string | undefined;
   try {
     const why = await setupWaygate(server, upstream);
     if (why) throw new Error(why);
-    const target = gateway(build.label, server.host, server.port, server.pid, '/api/client/v1', { authorization: `Bearer ${server.token}` }, WAYGATE_MODEL).chat;
+    let bearer = server.token;
+    if (opts.limits) {
+      const token = await createLimitedToken(server);
+      if (typeof token === 'string') throw new Error(token);
+      limitedTokenId = token.id;
+      bearer = token.value;
+    }
+    const target = gateway(build.label, server.host, server.port, server.pid, '/api/client/v1', { authorization: `Bearer ${bearer}` }, WAYGATE_MODEL).chat;
     if (opts.warmup > 0) await loadedAmount(server.baseUrl, target, opts.connections, opts.warmup);
     callgrindControl(server, '-i', 'on');
     await loadedAmount(server.baseUrl, target, opts.connections, opts.requests);
@@ -142,8 +165,18 @@ async function measure(build: Build, upstream: UpstreamProcess, opts: Options): 
     return { total: count.total / opts.requests, mainThread: count.mainThread / opts.requests, functions };
   } finally {
     await server.stop();
+    if (opts.redis && limitedTokenId) await removeCounters(opts.redis, limitedTokenId);
     fs.rmSync(outDir, { recursive: true, force: true });
     fs.rmSync(perfMapOf(server.pid), { force: true });
+  }
+}
+
+/** Removes a token's rate-limit and budget counters from Redis (src/areas/limits: `rl:t:<id>:...`, `bg:t:<id>:...`). */
+async function removeCounters(url: string, tokenId: string): Promise<void> {
+  for (const kind of ['rl', 'bg']) {
+    const cache = new RedisCache(url, `waygate:${kind}:t:${tokenId}:`);
+    await cache.clearPrefix();
+    await cache.close();
   }
 }
 

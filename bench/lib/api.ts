@@ -92,3 +92,19 @@ export async function registerModels(server: BenchServer, upstreamBaseUrl: strin
   }
   return null;
 }
+
+/** Limits so large that a benchmark never reaches them, so that every call is admitted and settled on each counter. */
+export const UNREACHED_LIMITS = { budget: { maxTokens: 1e15, maxCostUsd: 1e6, period: 'day' }, rateLimit: { rpm: 1e9, tpm: 1e15 } };
+
+/**
+ * Creates a member token of the default project (where registerModels puts the models) with UNREACHED_LIMITS: calls
+ * with it take the path of a token with a budget and a rate limit. Returns its id and value, or why it could not.
+ */
+export async function createLimitedToken(server: BenchServer): Promise<{ id: string; value: string } | string> {
+  const auth = await adminLogin(server);
+  if (typeof auth === 'string') return auth;
+  const reply = await requestJson(server.host, server.port, 'POST', '/api/tokens', auth, { name: 'bench-limited', projectId: 'default', role: 'member', ...UNREACHED_LIMITS });
+  const created = reply.body as { token?: { id?: string }; value?: string } | undefined;
+  if (reply.status !== 201 || !created?.token?.id || !created.value) return `POST /api/tokens answered ${reply.status}: ${reply.text.slice(0, 300)}`;
+  return { id: created.token.id, value: created.value };
+}
