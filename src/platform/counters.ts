@@ -17,11 +17,11 @@ export interface CounterReservation {
   /** A counter that must be seeded (from stored usage) before first use, instead of starting at zero. */
   seeded: boolean;
   /**
-   * A counter that a settlement adjusts by the call's real amount, and so has a generation. A request-count window
-   * is never settled: it has none (its generation reads as ''), which spares Redis a key and a read per call. A key
-   * is one or the other for its whole life.
+   * Whether the call's settlement adjusts this counter by its real amount: such a counter has a generation. A
+   * request-count window does not settle: it has none (its generation reads as ''), which spares Redis a key and a
+   * read per call. A key is one or the other for its whole life.
    */
-  settled: boolean;
+  settles: boolean;
 }
 
 /** How many units (output tokens) a call would like, and the fewest it can do with. */
@@ -33,7 +33,7 @@ export interface AllowanceRequest {
 /**
  * `generations`: each counter's generation, which changes when the counter is started again (seeded, or created
  * anew after it was lost: a Redis restart, an eviction). A settlement names it, so that a reservation is taken back
- * only from the counter that holds it. '' for a counter that is not settled.
+ * only from the counter that holds it. '' for a counter that does not settle.
  */
 export type ReserveOutcome = { ok: true; allowance: number; generations: string[] } | { ok: false; index: number; reason: 'limit' | 'unseeded' };
 
@@ -95,7 +95,7 @@ export class MemoryCounters implements Counters {
       const existing = this.entries.get(counter.key, now)?.value;
       if (existing) existing.value += amount;
       const held = existing ?? this.start(counter.key, amount, counter.ttlMs, now);
-      generations.push(counter.settled ? held.generation : '');
+      generations.push(counter.settles ? held.generation : '');
     }
     return { ok: true, allowance, generations };
   }
@@ -138,7 +138,7 @@ end
 `;
 
 // KEYS: the counters. ARGV[1], ARGV[2]: desired and minimum allowance; then base, perUnit, limit, ttl, seeded and
-// settled for each counter. Returns {1, allowance, generation...} or {0 | -1 (unseeded), index}. Mirrors
+// settles for each counter. Returns {1, allowance, generation...} or {0 | -1 (unseeded), index}. Mirrors
 // MemoryCounters.reserve.
 const RESERVE_SCRIPT = new RedisScript(`${GENERATION}
 local allowance = tonumber(ARGV[1])
@@ -206,7 +206,7 @@ export class RedisCounters implements Counters {
     const keys = counters.map((c) => this.prefix + c.key);
     // Pushed one by one: flatMap and map(String) over the arguments cost more than the rest of the reservation.
     const args = [String(request.desired), String(request.minimum)];
-    for (const c of counters) args.push(String(c.base), String(c.perUnit), String(c.limit), String(c.ttlMs), c.seeded ? '1' : '0', c.settled ? '1' : '0');
+    for (const c of counters) args.push(String(c.base), String(c.perUnit), String(c.limit), String(c.ttlMs), c.seeded ? '1' : '0', c.settles ? '1' : '0');
     const [status, value, ...generations] = (await this.call(() => RESERVE_SCRIPT.run(this.redis, keys, args))) as [number, number, ...string[]];
     if (status === 1) return { ok: true, allowance: value, generations };
     return { ok: false, index: value - 1, reason: status === -1 ? 'unseeded' : 'limit' };

@@ -31,8 +31,10 @@ export function connectRedis(url: string, options: { subscriber?: boolean } = {}
 
 /**
  * A Lua script run by its SHA-1 (EVALSHA), so that its text crosses the wire and is hashed by Redis only when Redis
- * does not hold it yet (first use, a restart, SCRIPT FLUSH): EVAL would send and hash the whole text on every call.
- * NOSCRIPT means the script did not run, so running it with EVAL then runs it once.
+ * does not hold it: first use, a restart, SCRIPT FLUSH, or (from Redis 8 and Valkey 8) more than 500 scripts that
+ * came by EVAL. EVAL would send and hash the whole text on every call. NOSCRIPT means the script did not run, so
+ * running it with EVAL then runs it once. (ioredis' defineCommand does the same, but its commands are untyped and it
+ * falls back on any error text that mentions NOSCRIPT.)
  */
 export class RedisScript {
   /** What Redis knows the script by. */

@@ -36,7 +36,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const fresh = () => `k-${randomBase32(12)}`;
 
 function counter(key: string, fields: Partial<CounterReservation> = {}): CounterReservation {
-  return { key, base: 1, perUnit: 0, limit: 10, ttlMs: 0, seeded: false, settled: true, ...fields };
+  return { key, base: 1, perUnit: 0, limit: 10, ttlMs: 0, seeded: false, settles: true, ...fields };
 }
 
 /**
@@ -44,7 +44,7 @@ function counter(key: string, fields: Partial<CounterReservation> = {}): Counter
  * below BIG on a seeded counter (refused as unseeded when missing), then gives it back. Works for negative values.
  */
 async function peek(counters: Counters, key: string): Promise<number | null> {
-  const outcome = await counters.reserve([{ key, base: 0, perUnit: 1, limit: BIG, ttlMs: 0, seeded: true, settled: true }], { desired: 2 * BIG, minimum: 0 });
+  const outcome = await counters.reserve([{ key, base: 0, perUnit: 1, limit: BIG, ttlMs: 0, seeded: true, settles: true }], { desired: 2 * BIG, minimum: 0 });
   if (!outcome.ok) {
     if (outcome.reason !== 'unseeded') throw new Error(`peek refused: ${JSON.stringify(outcome)}`);
     return null;
@@ -181,16 +181,16 @@ for (const backend of BACKENDS) {
       expect(await peek(counters, key)).toBe(16);
     });
 
-    it('gives a counter that is not settled no generation, and counts it as any other', async () => {
+    it('gives a counter that does not settle no generation, and counts it as any other', async () => {
       const [window, budget] = [fresh(), fresh()];
-      const planned = [counter(window, { base: 1, limit: 2, settled: false }), counter(budget, { base: 2, limit: 10 })];
+      const planned = [counter(window, { base: 1, limit: 2, settles: false }), counter(budget, { base: 2, limit: 10 })];
       const first = await counters.reserve(planned, { desired: 0, minimum: 0 });
       const second = await counters.reserve(planned, { desired: 0, minimum: 0 });
       for (const outcome of [first, second]) {
         expect(outcome.ok).toBe(true);
-        const [unsettled, settled] = (outcome as { generations: string[] }).generations;
-        expect(unsettled).toBe('');
-        expect(settled).not.toBe('');
+        const [window, settling] = (outcome as { generations: string[] }).generations;
+        expect(window).toBe('');
+        expect(settling).not.toBe('');
       }
       expect(await counters.reserve(planned, { desired: 0, minimum: 0 })).toEqual({ ok: false, index: 0, reason: 'limit' });
       expect(await peek(counters, window)).toBe(2);
@@ -254,8 +254,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ op: fc.constant('seed' as const), key: keyIndex, value: fc.integer({ min: 0, max: 60 }), ttl: fc.boolean() }),
 );
 
-/** Whether a key's counter is settled: fixed per key, as a counter is either a request window or not. */
-const settledKey = (index: number) => index !== KEYS - 1;
+/** Whether a key's counter settles: fixed per key, as a counter is either a request window or not. */
+const settlesKey = (index: number) => index !== KEYS - 1;
 
 /** Runs a sequence on one Counters and returns every outcome and the final values. */
 async function play(counters: Counters, run: string, ops: Op[]): Promise<unknown[]> {
@@ -265,10 +265,10 @@ async function play(counters: Counters, run: string, ops: Op[]): Promise<unknown
   const results: unknown[] = [];
   for (const op of ops) {
     if (op.op === 'reserve') {
-      const planned = op.counters.map((c) => ({ key: key(c.key), base: c.base, perUnit: c.perUnit, limit: c.limit, ttlMs: ttlMs(c.ttl), seeded: c.seeded, settled: settledKey(c.key) }));
+      const planned = op.counters.map((c) => ({ key: key(c.key), base: c.base, perUnit: c.perUnit, limit: c.limit, ttlMs: ttlMs(c.ttl), seeded: c.seeded, settles: settlesKey(c.key) }));
       const outcome = await counters.reserve(planned, { desired: op.desired, minimum: op.minimum });
       // Generations are each backend's own (what they mean is tested on each backend); both give one to exactly the
-      // settled counters.
+      // counters that settle.
       results.push(outcome.ok ? { ok: true, allowance: outcome.allowance, generated: outcome.generations.map((g) => g !== '') } : outcome);
     } else if (op.op === 'adjust') {
       await counters.adjust(op.changes.map((c) => ({ key: key(c.key), amount: c.amount })));
@@ -372,10 +372,10 @@ describe('RedisCounters when Redis cannot serve', () => {
 });
 
 describe.skipIf(!hasRedis)('RedisCounters keys', () => {
-  it('keep a generation key beside a settled counter only', async () => {
+  it('keep a generation key beside a counter that settles only', async () => {
     const counters = makeRedis();
     const [window, budget] = [fresh(), fresh()];
-    const outcome = await counters.reserve([counter(window, { settled: false, ttlMs: 60_000 }), counter(budget, { ttlMs: 60_000 })], { desired: 0, minimum: 0 });
+    const outcome = await counters.reserve([counter(window, { settles: false, ttlMs: 60_000 }), counter(budget, { ttlMs: 60_000 })], { desired: 0, minimum: 0 });
     expect(outcome.ok).toBe(true);
     const redis = connectRedis(TEST_REDIS_URL);
     try {

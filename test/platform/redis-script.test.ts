@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { randomBase32 } from '../../src/platform/ids.js';
 import { connectRedis, RedisScript } from '../../src/platform/redis.js';
 import { clearRedisPrefix, redisReachable, TEST_REDIS_URL } from '../helpers/redis.js';
@@ -9,7 +9,10 @@ if (!hasRedis) console.warn(`skipping RedisScript tests: no Redis at ${TEST_REDI
 /** Every Redis key of this run lives under this prefix, removed after the run. */
 const PREFIX = `waygate-test:script:${randomBase32(10)}:`;
 
-/** A script no Redis has seen: its text carries this run's own comment. */
+/**
+ * A script no Redis has seen: its text carries this run's own comment. (Each run leaves its two small scripts in the
+ * server's script cache: SCRIPT FLUSH would clear every other user's too.)
+ */
 const unseen = (lua: string) => new RedisScript(`-- ${randomBase32(16)}\n${lua}`);
 
 describe.skipIf(!hasRedis)('RedisScript', () => {
@@ -27,10 +30,19 @@ describe.skipIf(!hasRedis)('RedisScript', () => {
   it('runs a script Redis does not hold (new, or forgotten in a restart) once from its text, and by its hash afterwards', async () => {
     const script = unseen("return redis.call('INCRBY', KEYS[1], ARGV[1])");
     const key = `${PREFIX}count`;
-    expect(await isLoaded(script)).toBe(false);
-    expect(await script.run(redis, [key], ['5'])).toBe(5);
-    expect(await isLoaded(script)).toBe(true);
-    expect(await script.run(redis, [key], ['2'])).toBe(7);
+    const byHash = vi.spyOn(redis, 'evalsha');
+    const byText = vi.spyOn(redis, 'eval');
+    try {
+      expect(await isLoaded(script)).toBe(false);
+      expect(await script.run(redis, [key], ['5'])).toBe(5);
+      expect([byHash.mock.calls.length, byText.mock.calls.length]).toEqual([1, 1]);
+      expect(await isLoaded(script)).toBe(true);
+      expect(await script.run(redis, [key], ['2'])).toBe(7);
+      expect([byHash.mock.calls.length, byText.mock.calls.length]).toEqual([2, 1]);
+    } finally {
+      byHash.mockRestore();
+      byText.mockRestore();
+    }
   });
 
   it("passes the script's own error on without running it again", async () => {

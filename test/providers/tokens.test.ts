@@ -37,7 +37,7 @@ describe('estimateTokens', () => {
       }),
       { numRuns: 2_000 },
     );
-    // Every UTF-16 code unit alone, and between letters.
+    // Every UTF-16 code unit between letters (so that it also ends and starts a run).
     for (let code = 0; code <= 0xffff; code++) {
       const text = `ab${String.fromCharCode(code)}cdefg`;
       if (estimateTokens(text) !== byExpression(text)) expect.fail(`code unit ${code.toString(16)}: ${estimateTokens(text)} against ${byExpression(text)}`);

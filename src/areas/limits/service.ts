@@ -81,14 +81,16 @@ type CounterTerms = Pick<PlannedCounter, 'subject' | 'seeded' | 'since' | 'perio
  * object a shape of its own (V8 map migrations on every call), which cost more instructions than the rest of a
  * limited call (bench/README, "instructions").
  */
-function plannedCounter(terms: CounterTerms, own: Pick<PlannedCounter, 'key' | 'kind' | 'base' | 'perUnit' | 'limit' | 'settled' | 'describe'>): PlannedCounter {
+function plannedCounter(terms: CounterTerms, own: Pick<PlannedCounter, 'key' | 'kind' | 'base' | 'perUnit' | 'limit' | 'describe'>): PlannedCounter {
   return {
     key: own.key,
     kind: own.kind,
     base: own.base,
     perUnit: own.perUnit,
     limit: own.limit,
-    settled: own.settled,
+    // A call's request is counted when it is admitted, whatever it then does: settle and charge leave request
+    // windows alone, so they need no generation.
+    settles: own.kind !== 'requests',
     describe: own.describe,
     subject: terms.subject,
     seeded: terms.seeded,
@@ -109,7 +111,7 @@ export function unreserved(subjects: LimitSubject[]): Reservation {
 
 /** What admission reserved, to be settled with the real amounts. */
 export interface Reservation {
-  /** `generation`: the counter's when reserved on; one started again since never held `amount`. */
+  /** `generation`: the counter's when reserved on ('' for a request window); one started again since never held `amount`. */
   counters: { key: string; kind: CounterKind; amount: number; periodEnd: number | null; generation: string }[];
   /** Whose limits it was reserved against: settlement finds their counters of its own moment from them. */
   subjects: LimitSubject[];
@@ -203,11 +205,10 @@ export class LimitService {
       const window: CounterTerms = { subject, seeded: false, since: 0, periodEnd: null, ttlMs: windowLeft + 1_000, retryAfterMs: windowLeft };
       const { rpm, tpm } = subject.rateLimit ?? {};
       if (rpm !== undefined) {
-        // A call's request is counted when it is admitted, whatever it then does: the window is never settled.
-        planned.push(plannedCounter(window, { key: `rl:${id}:rpm:${minute}`, kind: 'requests', base: 1, perUnit: 0, limit: rpm, settled: false, describe: `rate limit of ${rpm} requests per minute` }));
+        planned.push(plannedCounter(window, { key: `rl:${id}:rpm:${minute}`, kind: 'requests', base: 1, perUnit: 0, limit: rpm, describe: `rate limit of ${rpm} requests per minute` }));
       }
       if (tpm !== undefined) {
-        planned.push(plannedCounter(window, { key: `rl:${id}:tpm:${minute}`, kind: 'tokens', base: estimate.inputTokens, perUnit: 1, limit: tpm, settled: true, describe: `rate limit of ${tpm} tokens per minute` }));
+        planned.push(plannedCounter(window, { key: `rl:${id}:tpm:${minute}`, kind: 'tokens', base: estimate.inputTokens, perUnit: 1, limit: tpm, describe: `rate limit of ${tpm} tokens per minute` }));
       }
       const budget = subject.budget;
       if (!budget) continue;
@@ -219,10 +220,10 @@ export class LimitService {
       const name = budget.period === 'total' ? 'total' : budget.period === 'day' ? 'daily' : 'monthly';
       const budgetId = budgetSubjectId(subject);
       if (budget.maxTokens !== undefined) {
-        planned.push(plannedCounter(period, { key: `bg:${budgetId}:${budget.period}:${counterStart}:tokens`, kind: 'tokens', base: estimate.inputTokens, perUnit: 1, limit: budget.maxTokens, settled: true, describe: `${name} budget of ${budget.maxTokens} tokens` }));
+        planned.push(plannedCounter(period, { key: `bg:${budgetId}:${budget.period}:${counterStart}:tokens`, kind: 'tokens', base: estimate.inputTokens, perUnit: 1, limit: budget.maxTokens, describe: `${name} budget of ${budget.maxTokens} tokens` }));
       }
       if (budget.maxCostUsd !== undefined) {
-        planned.push(plannedCounter(period, { key: `bg:${budgetId}:${budget.period}:${counterStart}:cost`, kind: 'cost', base: costBase, perUnit: costPerUnit, limit: Math.floor(budget.maxCostUsd * NANO), settled: true, describe: `${name} budget of ${budget.maxCostUsd} USD` }));
+        planned.push(plannedCounter(period, { key: `bg:${budgetId}:${budget.period}:${counterStart}:cost`, kind: 'cost', base: costBase, perUnit: costPerUnit, limit: Math.floor(budget.maxCostUsd * NANO), describe: `${name} budget of ${budget.maxCostUsd} USD` }));
       }
     }
     return planned;
