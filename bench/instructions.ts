@@ -34,6 +34,7 @@ import { table } from './lib/report.js';
 import { REPO_ROOT, startServer, transpileSources, type BenchServer } from './lib/server.js';
 import { startUpstream, type UpstreamProcess } from './lib/upstream.js';
 import { RedisCache } from '../src/platform/cache.js';
+import { REDIS_KEY_PREFIX } from '../src/platform/redis.js';
 
 interface Options {
   against: string | undefined;
@@ -174,7 +175,7 @@ async function measure(build: Build, upstream: UpstreamProcess, opts: Options): 
 /** Removes a token's rate-limit and budget counters from Redis (src/areas/limits: `rl:t:<id>:...`, `bg:t:<id>:...`). */
 async function removeCounters(url: string, tokenId: string): Promise<void> {
   for (const kind of ['rl', 'bg']) {
-    const cache = new RedisCache(url, `waygate:${kind}:t:${tokenId}:`);
+    const cache = new RedisCache(url, `${REDIS_KEY_PREFIX}${kind}:t:${tokenId}:`);
     await cache.clearPrefix();
     await cache.close();
   }

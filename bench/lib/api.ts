@@ -94,7 +94,7 @@ export async function registerModels(server: BenchServer, upstreamBaseUrl: strin
 }
 
 /** Limits so large that a benchmark never reaches them, so that every call is admitted and settled on each counter. */
-export const UNREACHED_LIMITS = { budget: { maxTokens: 1e15, maxCostUsd: 1e6, period: 'day' }, rateLimit: { rpm: 1e9, tpm: 1e15 } };
+const UNREACHED_LIMITS = { budget: { maxTokens: 1e15, maxCostUsd: 1e6, period: 'day' }, rateLimit: { rpm: 1e9, tpm: 1e15 } };
 
 /**
  * Creates a member token of the default project (where registerModels puts the models) with UNREACHED_LIMITS: calls

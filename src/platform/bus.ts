@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
-import { connectRedis } from './redis.js';
+import { connectRedis, REDIS_KEY_PREFIX } from './redis.js';
 
 export type BusHandler = (message: string) => void;
 
@@ -36,7 +36,7 @@ export class RedisBus implements Bus {
   private readonly subscriber: Redis;
   private readonly emitter = new EventEmitter();
 
-  constructor(url: string, private readonly prefix = 'waygate:') {
+  constructor(url: string, private readonly prefix = REDIS_KEY_PREFIX) {
     this.publisher = connectRedis(url);
     this.subscriber = connectRedis(url, { subscriber: true });
     this.subscriber.on('message', (channel: string, message: string) => {

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { redisCall } from './errors.js';
 import { ExpiringMap } from './expiring-map.js';
-import { connectRedis, RedisScript } from './redis.js';
+import { connectRedis, RedisScript, REDIS_KEY_PREFIX } from './redis.js';
 
 // DECR on a missing key would create it without an expiry: only an existing window above zero is decremented.
 const DECREMENT_EXISTING = new RedisScript("if redis.call('EXISTS', KEYS[1]) == 1 and tonumber(redis.call('GET', KEYS[1])) > 0 then return redis.call('DECR', KEYS[1]) end return 0");
@@ -67,7 +67,7 @@ export class RedisCache implements Cache {
   private readonly redis: Redis;
 
   /** `prefix` keeps keys of one deployment (or one test run) apart from everything else in the server. */
-  constructor(url: string, private readonly prefix = 'waygate:') {
+  constructor(url: string, private readonly prefix = REDIS_KEY_PREFIX) {
     this.redis = connectRedis(url);
   }
 

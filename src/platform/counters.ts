@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { redisCall } from './errors.js';
 import { ExpiringMap } from './expiring-map.js';
-import { connectRedis, RedisScript } from './redis.js';
+import { connectRedis, RedisScript, REDIS_KEY_PREFIX } from './redis.js';
 
 /**
  * One limit to check and reserve against, in integers (requests, tokens, nano-dollars). A counter takes `base`
@@ -193,7 +193,7 @@ return 0`);
 export class RedisCounters implements Counters {
   private readonly redis: Redis;
 
-  constructor(url: string, private readonly prefix = 'waygate:') {
+  constructor(url: string, private readonly prefix = REDIS_KEY_PREFIX) {
     this.redis = connectRedis(url);
   }
 

@@ -5,6 +5,9 @@ import type { Redis } from 'ioredis';
 
 const require = createRequire(import.meta.url);
 
+/** What every Redis key (and channel) of Waygate starts with, unless a caller (a test run) gives its own. */
+export const REDIS_KEY_PREFIX = 'waygate:';
+
 /** A command Redis has not answered within this time fails (503): a silent Redis must not hang requests. */
 const COMMAND_TIMEOUT_MS = 2_000;
 
