@@ -4,7 +4,7 @@
  *
  *   node --import tsx bench/inference.ts [--rounds 3] [--requests 5000] [--warmup-requests 3000] [--duration 5] [--connections 64]
  *        [--stream-requests 2000] [--streams 1000] [--memory-requests 1000000] [--sparse-requests 100] [--sparse-interval-ms 20]
- *        [--targets direct,proxy,waygate,portkey, plus floor for the least a metering gateway costs, floor-fastify for the same on Fastify, and waygate-no-poll for the polling A/B]
+ *        [--targets direct,proxy,waygate,portkey, plus floor for the least a metering gateway costs, floor-fastify for the same on Fastify, waygate-limited for calls under a budget and a rate limit, and waygate-no-poll for the polling A/B]
  *        [--entry build|tsx|dist] [--idle-seconds 60] [--database postgres://...] [--log-level info] [--cpu-prof <dir>] [--json <file>] [--no-pin]
  *
  * CPU 0: Waygate and Portkey (`taskset -c 0`, one at a time under load). CPU 1: the fake upstream (its own child
@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { registerModels, requestJson } from './lib/api.js';
+import { createLimitedToken, registerModels, requestJson } from './lib/api.js';
 import { loaded, loadedAmount, median, paced, sequential, type Sample, type Target } from './lib/measure.js';
 import { ensurePortkey, startPortkey, type PortkeyServer } from './lib/portkey.js';
 import { cleanupsOnExit, entryOption, loadOptions, wholeNumber, type Entry, type LoadOptions } from './lib/options.js';
@@ -25,11 +25,16 @@ import { startFloorGateway } from './lib/floor.js';
 import { startProxy } from './lib/proxy.js';
 import { startUpstream, UPSTREAM_API_KEY, type UpstreamProcess } from './lib/upstream.js';
 
-const TARGET_NAMES = ['direct', 'proxy', 'floor', 'floor-fastify', 'waygate', 'waygate-no-poll', 'portkey'] as const;
+const TARGET_NAMES = ['direct', 'proxy', 'floor', 'floor-fastify', 'waygate', 'waygate-limited', 'waygate-no-poll', 'portkey'] as const;
 type TargetName = (typeof TARGET_NAMES)[number];
 
 /** The A/B target `waygate-no-poll`: Waygate with its event-loop polling turned off. */
 const NO_POLL_LABEL = 'Waygate, no polling';
+/**
+ * The target `waygate-limited`: a second Waygate called with a token that has a daily budget and a rate limit (none
+ * reached), so every call is admitted and settled on four counters, as a budgeted project's calls are.
+ */
+const LIMITED_LABEL = 'Waygate, limited token';
 /** The control target `floor` (bench/lib/floor.ts): a call's duties and nothing else, without a framework. */
 const FLOOR_LABEL = 'floor gateway';
 /** The control target `floor-fastify`: the same duties inside one Fastify route (what the framework adds). */
@@ -236,15 +241,22 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
   const skipped: string[] = [];
   let waygate: BenchServer | null = null;
   let waygateNoPoll: BenchServer | null = null;
+  let waygateLimited: BenchServer | null = null;
   let portkey: PortkeyServer | null = null;
   let memory: MemoryResult | null = null;
   let serverErrors: string[] = [];
   const foreign = { rounds: [] as number[], all: Number.NaN };
   /** Starts and sets up one Waygate target; null (and a line in `skipped`) when its setup fails. */
-  const addWaygate = async (upstream: UpstreamProcess, label: string, nodeArgs: string[], env: Record<string, string>): Promise<BenchServer | null> => {
+  const addWaygate = async (upstream: UpstreamProcess, label: string, nodeArgs: string[], env: Record<string, string>, limited = false): Promise<BenchServer | null> => {
     const server = await startWaygate(gwCpus, nodeArgs, env);
     cleanups.add(() => server.stop());
-    const why = await setupWaygate(server, upstream);
+    let why = await setupWaygate(server, upstream);
+    let token = server.token;
+    if (!why && limited) {
+      const created = await createLimitedToken(server);
+      if (typeof created === 'string') why = created;
+      else token = created.value;
+    }
     if (why) {
       skipped.push(`${label} skipped: ${why}`);
       write(skipped.at(-1));
@@ -253,7 +265,7 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
     }
     const settings = Object.entries(env).map(([name, value]) => `, ${name}=${value}`).join('');
     write(`${label} pid ${server.pid} on ${server.baseUrl} (entry ${opts.entry}, ${opts.database ? 'PostgreSQL' : 'SQLite'}, LOG_LEVEL=${opts.logLevel}${settings}${nodeArgs.length ? ', --cpu-prof' : ''})`);
-    gateways.push(gateway(label, server.host, server.port, server.pid, '/api/client/v1', { authorization: `Bearer ${server.token}` }, WAYGATE_MODEL));
+    gateways.push(gateway(label, server.host, server.port, server.pid, '/api/client/v1', { authorization: `Bearer ${token}` }, WAYGATE_MODEL));
     return server;
   };
   try {
@@ -284,6 +296,7 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
       const nodeArgs = opts.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(opts.cpuProf)}`] : [];
       waygate = await addWaygate(upstream, 'Waygate', nodeArgs, {});
     }
+    if (opts.targets.includes('waygate-limited')) waygateLimited = await addWaygate(upstream, LIMITED_LABEL, [], {}, true);
     if (opts.targets.includes('waygate-no-poll')) waygateNoPoll = await addWaygate(upstream, NO_POLL_LABEL, [], { WAYGATE_BUSY_POLL_US: '0' });
 
     if (opts.targets.includes('portkey')) {
@@ -397,7 +410,7 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
     }
     foreign.all = foreignAll();
     for (const g of gateways) if (g.pid) results.get(g.name)!.rssEnd = memoryMbOf(g.pid);
-    serverErrors = [waygate, waygateNoPoll].flatMap((server) => server?.errorLines() ?? []);
+    serverErrors = [waygate, waygateLimited, waygateNoPoll].flatMap((server) => server?.errorLines() ?? []);
 
     // Memory: a fresh Waygate, idle RSS, then --memory-requests non-stream chat requests at concurrency 64.
     if (waygate && opts.memoryRequests > 0) {
@@ -666,6 +679,14 @@ function report(opts: Options, gateways: Gateway[], results: Map<string, TargetR
     goals.push(['floor on Fastify CPU per request', `${ff.cpuUs.toFixed(1)} µs`, '(the duties on Fastify)', '']);
     if (fl) goals.push(['floor on Fastify minus floor gateway: CPU per request', `${(ff.cpuUs - fl.cpuUs).toFixed(1)} µs`, '(what the framework costs)', '']);
     if (w) goals.push(['Waygate minus floor on Fastify: CPU per request', `${(w.cpuUs - ff.cpuUs).toFixed(1)} µs`, "(Waygate's own layers)", '']);
+  }
+  const wl = s.get(LIMITED_LABEL);
+  if (wl) {
+    goals.push([`Waygate with a limited token / direct req/s, concurrency ${opts.connections}`, (wl.rps / d.rps).toFixed(3), '(a budget and a rate limit)', '']);
+    if (w) {
+      goals.push(['Waygate with a limited token minus Waygate: CPU per request', `${(wl.cpuUs - w.cpuUs).toFixed(1)} µs`, '(what limits cost)', '']);
+      goals.push(['Waygate with a limited token minus Waygate: p50 / p99, concurrency 1', `${added(wl.c1p50, w.c1p50)} / ${added(wl.c1p99, w.c1p99)} ms`, '(what limits cost)', '']);
+    }
   }
   const np = s.get(NO_POLL_LABEL);
   if (w && np) {
