@@ -135,12 +135,12 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const limits = new LimitService(counters, usage);
     // Models and guardrails name each other: the registry asks the guardrails area (built next) about the keys.
     const models: ModelService = new ModelService(new ModelStore(db, database.dialect, database.transaction), secrets, bus, config.localModels, {
-      checkAttached: (scope, key, attached) => guardrails.checkModelGuardrails(scope, key, attached),
-      checkJudgeChange: (scope, key, capabilities) => guardrails.checkJudgeChange(scope, key, capabilities),
+      checkAttached: (scope, key, attached, trx) => guardrails.checkModelGuardrails(scope, key, attached, trx),
+      checkJudgeChange: (scope, key, capabilities, trx) => guardrails.checkJudgeChange(scope, key, capabilities, trx),
     }, log);
     await models.start();
     const guardrailStore = new GuardrailStore(db, database.dialect);
-    const guardrails: GuardrailService = new GuardrailService(guardrailStore, models, bus, log);
+    const guardrails: GuardrailService = new GuardrailService(guardrailStore, models, database.transaction, bus, log);
     await guardrails.start();
     const guardrailEvaluator = new GuardrailEvaluator(guardrails, models, guardrailStore, log);
     const upstream = new UpstreamClient(config.upstream);

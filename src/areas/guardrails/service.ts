@@ -1,5 +1,7 @@
 import type { Logger } from 'pino';
 import { isForeignKeyViolation, isUniqueViolation } from '../../db/errors.js';
+import type { Transactor } from '../../db/index.js';
+import type { Db } from '../../db/types.js';
 import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import { compileBodyValidator, formatValidationError } from '../../http/validation.js';
@@ -62,6 +64,7 @@ export class GuardrailService {
   constructor(
     private readonly store: GuardrailStore,
     private readonly models: ModelService,
+    private readonly transaction: Transactor,
     bus: Bus,
     log: Logger,
   ) {
@@ -91,7 +94,7 @@ export class GuardrailService {
   async create(scope: ProjectScope, input: GuardrailInput): Promise<GuardrailRecord> {
     if (!GUARDRAIL_KEY.test(input.key)) throw ERRORS.validation('key must be 1-100 letters, digits, dots, dashes, underscores or colons, starting with a letter or digit');
     const now = Date.now();
-    const record = await this.checked(scope, {
+    const record = this.checked({
       id: newId('grd'),
       ...scope,
       key: input.key,
@@ -107,7 +110,10 @@ export class GuardrailService {
       updatedAt: now,
     });
     try {
-      await this.store.insert(record);
+      await this.transaction(async (trx) => {
+        await this.checkJudge(scope, record, trx);
+        await this.store.insert(trx, record);
+      });
     } catch (err) {
       throw isUniqueViolation(err) ? ERRORS.conflict(`A guardrail with key "${input.key}" already exists`) : err;
     }
@@ -117,7 +123,9 @@ export class GuardrailService {
 
   /**
    * Applies the patch to the guardrail as stored and checks the result as a whole. A change that lands between the
-   * read and the write (another PATCH) makes it start again from the new state, so neither change is lost.
+   * read and the write (another PATCH) makes it start again from the new state, so neither change is lost. What it
+   * relies on is checked in the transaction that writes it, once held: its judge model, then its own row (the order
+   * the model registry takes them in, a model before the guardrails it names, so that the two cannot deadlock).
    */
   async update(scope: ProjectScope, key: string, patch: GuardrailPatch): Promise<GuardrailRecord> {
     const defined = Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== undefined)) as GuardrailPatch;
@@ -125,10 +133,15 @@ export class GuardrailService {
       const current = await this.store.find(scope, key);
       if (!current) throw ERRORS.notFound('Guardrail', key);
       // Undefined fields keep the current value; null (modelKey) is kept as a change.
-      const next = await this.checked(scope, { ...current, ...defined, updatedAt: changedAt(current.updatedAt) });
-      // Models naming it for a stage its new target excludes would silently stop running it: refuse instead.
-      for (const model of await this.models.list(scope)) this.checkStages(next, model.key, model.guardrails);
-      return (await this.store.update(scope, next, current.updatedAt)) ? next : null;
+      const next = this.checked({ ...current, ...defined, updatedAt: changedAt(current.updatedAt) });
+      return this.transaction(async (trx) => {
+        await this.checkJudge(scope, next, trx);
+        if ((await this.store.hold(trx, scope, next.id)) !== current.updatedAt) return null;
+        // Models naming it for a stage its new target excludes would silently stop running it: refuse instead.
+        for (const model of await this.models.namingGuardrail(scope, key, trx)) this.checkStages(next, model.key, model.guardrails);
+        await this.store.update(trx, scope, next);
+        return next;
+      });
     });
     if (!updated) throw ERRORS.conflict(`Guardrail "${key}" kept changing while this change was applied; try again`);
     await this.changed(scope);
@@ -153,11 +166,8 @@ export class GuardrailService {
     await this.changed(scope);
   }
 
-  /**
-   * The rules the schema cannot say: the config of the type, redaction only for PII, a judge model when one is
-   * needed. A disabled guardrail's judge is not checked, so a guardrail whose judge is broken can be switched off.
-   */
-  private async checked(scope: ProjectScope, record: GuardrailRecord): Promise<GuardrailRecord> {
+  /** The rules the schema cannot say: the config of the type, redaction only for PII, a modelKey when one is needed. */
+  private checked(record: GuardrailRecord): GuardrailRecord {
     const validate = configValidators[record.type];
     if (!validate(record.config)) throw ERRORS.validation(formatValidationError(validate.errors ?? [], 'config'));
     if (record.type === 'moderation' && record.config.extraCategories) {
@@ -174,15 +184,24 @@ export class GuardrailService {
       return record;
     }
     if (record.modelKey === null) throw ERRORS.validation(`modelKey is required: ${needs.why}`);
-    if (!record.enabled) return record;
-    const model = await this.models.find(scope, record.modelKey);
+    return record;
+  }
+
+  /**
+   * An enabled guardrail's judge model exists and can judge, as `trx` reads it; the model is held until `trx` ends,
+   * so that it is not deleted or changed before the guardrail is written. A disabled guardrail's judge is not checked,
+   * so a guardrail whose judge is broken can be switched off.
+   */
+  private async checkJudge(scope: ProjectScope, record: GuardrailRecord, trx: Db): Promise<void> {
+    const needs = judgeNeeds(record.type, record.config);
+    if (!needs || record.modelKey === null || !record.enabled) return;
+    const model = await this.models.findShared(scope, record.modelKey, trx);
     if (!model) throw ERRORS.validation(`modelKey: model "${record.modelKey}" does not exist in this project`);
-    const capabilities = model.record.capabilities;
+    const capabilities = model.capabilities;
     if (!needs.capabilities.some((c) => capabilities.includes(c))) throw ERRORS.validation(`modelKey: model "${record.modelKey}" cannot judge: ${needs.why}`);
     if (record.type === 'moderation' && record.config.extraCategories && capabilities.includes('moderation')) {
       throw ERRORS.validation(`config.extraCategories cannot be judged by "${record.modelKey}": a moderation endpoint knows only its own categories (use the builtin engine or a chat model)`);
     }
-    return record;
   }
 
   private checkStages(guardrail: GuardrailRecord, modelKey: string, attached: Partial<ModelGuardrails>): void {
@@ -190,10 +209,15 @@ export class GuardrailService {
     if (attached.output?.includes(guardrail.key) && guardrail.target === 'input') throw ERRORS.validation(`Guardrail "${guardrail.key}" targets input only, but model "${modelKey}" runs it on output`);
   }
 
-  /** For the model registry: every guardrail a model names must exist and allow the stage it is named for. */
-  async checkModelGuardrails(scope: ProjectScope, modelKey: string, attached: Partial<ModelGuardrails>): Promise<void> {
-    const guardrails = await this.projectGuardrails(scope);
-    for (const key of [...(attached.input ?? []), ...(attached.output ?? [])]) {
+  /**
+   * For the model registry: every guardrail a model names must exist and allow the stage it is named for. They are
+   * read through `trx`, the transaction that writes the model, and held until it ends: a change of their target waits
+   * for the model's write and then sees it.
+   */
+  async checkModelGuardrails(scope: ProjectScope, modelKey: string, attached: Partial<ModelGuardrails>, trx: Db): Promise<void> {
+    const named = [...(attached.input ?? []), ...(attached.output ?? [])];
+    const guardrails = new Map((await this.store.findShared(trx, scope, [...new Set(named)])).map((g) => [g.key, g]));
+    for (const key of named) {
       const guardrail = guardrails.get(key);
       if (!guardrail) throw ERRORS.validation(`guardrails: guardrail "${key}" does not exist in this project`);
       this.checkStages(guardrail, modelKey, attached);
@@ -202,11 +226,13 @@ export class GuardrailService {
 
   /**
    * For the model registry: a model an enabled guardrail asks as its judge may not be deleted (`capabilities` null)
-   * or lose what the guardrail needs, or the guardrail would fail (closed) or pass everything (open).
+   * or lose what the guardrail needs, or the guardrail would fail (closed) or pass everything (open). Read through
+   * `trx`, the transaction that writes the model and holds its row: a guardrail that names it meanwhile has either
+   * committed (and is read here) or waits for this write.
    */
-  async checkJudgeChange(scope: ProjectScope, modelKey: string, capabilities: readonly Capability[] | null): Promise<void> {
-    for (const guardrail of (await this.projectGuardrails(scope)).values()) {
-      if (!guardrail.enabled || guardrail.modelKey !== modelKey) continue;
+  async checkJudgeChange(scope: ProjectScope, modelKey: string, capabilities: readonly Capability[] | null, trx: Db): Promise<void> {
+    for (const guardrail of await this.store.judgedBy(trx, scope, modelKey)) {
+      if (!guardrail.enabled) continue;
       const needs = judgeNeeds(guardrail.type, guardrail.config);
       if (!needs || (capabilities && needs.capabilities.some((c) => capabilities.includes(c)))) continue;
       throw ERRORS.conflict(`Model "${modelKey}" judges for guardrail "${guardrail.key}" (${needs.why}); change or disable the guardrail first`);

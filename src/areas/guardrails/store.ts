@@ -114,23 +114,61 @@ export class GuardrailStore {
     };
   }
 
-  /** Throws the database's unique violation when the project already has the key. */
-  async insert(record: GuardrailRecord): Promise<void> {
-    await this.db.insertInto('guardrails').values(this.row(record)).execute();
+  /** Inserts through `trx`; throws the database's unique violation when the project already has the key. */
+  async insert(trx: Db, record: GuardrailRecord): Promise<void> {
+    await trx.insertInto('guardrails').values(this.row(record)).execute();
   }
 
-  /** Writes the record unless another change landed since it was read (`readAt`: its updatedAt then); false if one did. */
-  async update(scope: ProjectScope, record: GuardrailRecord, readAt: number): Promise<boolean> {
-    const { id: _id, tenant_id: _tenant, project_id: _project, key: _key, created_at: _created, ...changes } = this.row(record);
-    const result = await this.db
-      .updateTable('guardrails')
-      .set(changes)
+  /**
+   * Holds the guardrail's row until the transaction `trx` ends (locked on PostgreSQL; SQLite's one connection runs one
+   * transaction at a time) and answers its updatedAt; null when it is gone.
+   */
+  async hold(trx: Db, scope: ProjectScope, id: string): Promise<number | null> {
+    const row = await trx
+      .selectFrom('guardrails')
+      .select('updated_at')
       .where('tenant_id', '=', scope.tenantId)
       .where('project_id', '=', scope.projectId)
-      .where('id', '=', record.id)
-      .where('updated_at', '=', readAt)
+      .where('id', '=', id)
+      .$if(this.dialect === 'postgres', (q) => q.forUpdate())
       .executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
+    return row ? Number(row.updated_at) : null;
+  }
+
+  /** Writes the record through `trx`, which holds its row (hold). */
+  async update(trx: Db, scope: ProjectScope, record: GuardrailRecord): Promise<void> {
+    const { id: _id, tenant_id: _tenant, project_id: _project, key: _key, created_at: _created, ...changes } = this.row(record);
+    await trx.updateTable('guardrails').set(changes).where('tenant_id', '=', scope.tenantId).where('project_id', '=', scope.projectId).where('id', '=', record.id).execute();
+  }
+
+  /**
+   * The guardrails with these keys, held against change and deletion until the transaction `trx` ends (FOR SHARE on
+   * PostgreSQL): what a model that names them is checked against.
+   */
+  async findShared(trx: Db, scope: ProjectScope, keys: string[]): Promise<GuardrailRecord[]> {
+    if (keys.length === 0) return [];
+    const rows = await trx
+      .selectFrom('guardrails')
+      .selectAll()
+      .where('tenant_id', '=', scope.tenantId)
+      .where('project_id', '=', scope.projectId)
+      .where('key', 'in', keys)
+      .$if(this.dialect === 'postgres', (q) => q.forShare())
+      .execute();
+    return rows.map(toRecord);
+  }
+
+  /** The guardrails that name the model as their judge, by key, as `trx` reads them. */
+  async judgedBy(trx: Db, scope: ProjectScope, modelKey: string): Promise<GuardrailRecord[]> {
+    const rows = await trx
+      .selectFrom('guardrails')
+      .selectAll()
+      .where('tenant_id', '=', scope.tenantId)
+      .where('project_id', '=', scope.projectId)
+      .where('model_key', '=', modelKey)
+      .orderBy('key')
+      .execute();
+    return rows.map(toRecord);
   }
 
   async find(scope: ProjectScope, key: string): Promise<GuardrailRecord | null> {

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { isForeignKeyViolation, isUniqueViolation } from '../../db/errors.js';
+import type { Db } from '../../db/types.js';
 import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import type { Bus } from '../../platform/bus.js';
@@ -185,12 +186,15 @@ function checkHeaders(headers: Record<string, string> | undefined): void {
   }
 }
 
-/** What the guardrails area checks when models change: models and guardrails name each other. */
+/**
+ * What the guardrails area checks when models change: models and guardrails name each other. Both checks read
+ * through `trx`, the transaction that writes the model (see LinkCheck).
+ */
 export interface GuardrailLinks {
-  /** The guardrails a model names exist and allow the stage they are named for. */
-  checkAttached(scope: ProjectScope, modelKey: string, guardrails: Partial<ModelGuardrails>): Promise<void>;
+  /** The guardrails a model names exist and allow the stage they are named for; they are held until `trx` ends. */
+  checkAttached(scope: ProjectScope, modelKey: string, guardrails: Partial<ModelGuardrails>, trx: Db): Promise<void>;
   /** No enabled guardrail loses its judge (`capabilities` null: the model is deleted). */
-  checkJudgeChange(scope: ProjectScope, modelKey: string, capabilities: readonly Capability[] | null): Promise<void>;
+  checkJudgeChange(scope: ProjectScope, modelKey: string, capabilities: readonly Capability[] | null, trx: Db): Promise<void>;
 }
 
 /** The model registry of each project, plus the built-in local models; cached for the request path. */
@@ -264,7 +268,7 @@ export class ModelService {
     };
     const ready = await this.apply(scope, model, input);
     try {
-      await this.store.insert(ready);
+      await this.store.insert(ready, (trx) => this.checkLinks(scope, ready, input.guardrails !== undefined, trx));
     } catch (err) {
       throw isUniqueViolation(err) ? ERRORS.conflict(`A model with key "${input.key}" already exists`) : deletedGuardrail(err, ready);
     }
@@ -287,7 +291,7 @@ export class ModelService {
       // behind its list (stored before they existed, or by an older instance) catches up.
       const relink = patch.guardrails !== undefined;
       try {
-        return (await this.store.update(next, current.updatedAt, relink)) ? next : null;
+        return (await this.store.update(next, current.updatedAt, relink, (trx) => this.checkLinks(scope, next, relink, trx))) ? next : null;
       } catch (err) {
         throw deletedGuardrail(err, next);
       }
@@ -298,9 +302,30 @@ export class ModelService {
   }
 
   async delete(scope: ProjectScope, key: string): Promise<void> {
-    await this.guardrails.checkJudgeChange(scope, key, null);
-    if (!(await this.store.delete(scope, key))) throw this.missingOrBuiltIn(key);
+    if (!(await this.store.delete(scope, key, (trx) => this.guardrails.checkJudgeChange(scope, key, null, trx)))) throw this.missingOrBuiltIn(key);
     await this.changed(scope);
+  }
+
+  /**
+   * The model as stored, held until `trx` ends (see ModelStore.findShared), or a built-in model: the judge a guardrail
+   * change is checked against. A registered model wins over a built-in one of the same key, as in the project's list.
+   */
+  async findShared(scope: ProjectScope, key: string, trx: Db): Promise<ModelRecord | null> {
+    return (await this.store.findShared(trx, scope, key)) ?? this.builtIns(scope).find((model) => model.key === key) ?? null;
+  }
+
+  /** The project's models that name the guardrail, as `trx` reads them. */
+  async namingGuardrail(scope: ProjectScope, guardrailKey: string, trx: Db): Promise<ModelRecord[]> {
+    return (await this.store.list(scope, trx)).filter((model) => namedGuardrails(model).includes(guardrailKey));
+  }
+
+  /**
+   * The rules between the model and the guardrails, run by the store inside the transaction that writes the model.
+   * `attaching`: its guardrails were sent, so they are checked too.
+   */
+  private async checkLinks(scope: ProjectScope, model: ModelRecord, attaching: boolean, trx: Db): Promise<void> {
+    if (attaching) await this.guardrails.checkAttached(scope, model.key, model.guardrails, trx);
+    await this.guardrails.checkJudgeChange(scope, model.key, model.capabilities, trx);
   }
 
   private missingOrBuiltIn(key: string) {
@@ -328,8 +353,6 @@ export class ModelService {
     }
     // Only fallbacks being set are checked: a stored one may name a model deleted since (calls skip it).
     if (input.fallbacks) await this.checkFallbacks(scope, model.key, input.fallbacks);
-    if (input.guardrails) await this.guardrails.checkAttached(scope, model.key, { input: input.guardrails.input ?? model.guardrails.input, output: input.guardrails.output ?? model.guardrails.output });
-    await this.guardrails.checkJudgeChange(scope, model.key, capabilities);
     const fallbacks = input.fallbacks ?? model.fallbacks;
     const sealed = this.sealSecrets(model, { type, baseUrl }, p);
     const provider: ProviderSettings = {

@@ -81,6 +81,12 @@ function toRecord(row: Selectable<ModelsTable>): ModelRecord {
   };
 }
 
+/**
+ * The rules between a model and the guardrails (those it names, those it judges for), checked inside the transaction
+ * that writes the model and reading through it, so that they and the write see the same state.
+ */
+export type LinkCheck = (trx: Db) => Promise<void>;
+
 /** The guardrail keys a model names at either stage, once each. */
 export function namedGuardrails(model: ModelRecord): string[] {
   return [...new Set([...model.guardrails.input, ...model.guardrails.output])];
@@ -105,11 +111,12 @@ export class ModelStore {
   }
 
   /**
-   * Inserts the model and its guardrail links in one transaction. A named guardrail that does not exist (deleted
-   * meanwhile, maybe on another instance) fails the insert with a foreign-key violation.
+   * Inserts the model and its guardrail links in one transaction, which first runs `check`: the rules between the
+   * model and the guardrails it names, read inside the transaction (see LinkCheck).
    */
-  async insert(model: ModelRecord): Promise<void> {
+  async insert(model: ModelRecord, check: LinkCheck): Promise<void> {
     await this.transaction(async (trx) => {
+      await check(trx);
       await trx
         .insertInto('models')
         .values({ id: model.id, tenant_id: model.tenantId, project_id: model.projectId, key: model.key, created_at: model.createdAt, ...this.columns(model) })
@@ -120,30 +127,36 @@ export class ModelStore {
 
   /**
    * Writes the model unless another change landed since it was read (`readAt`: its updatedAt then); false if one did.
-   * `relink`: its guardrails were sent, so its links are written again (a foreign-key violation when one of them no
-   * longer exists). Otherwise they are left alone: a model naming a guardrail removed behind the API stays editable.
+   * The row is held (locked on PostgreSQL; SQLite's one connection runs one transaction at a time) before `check`
+   * runs, so a guardrail change that relies on the model as it was waits for this one and then sees it.
+   * `relink`: its guardrails were sent, so its links are written again. Otherwise they are left alone: a model naming
+   * a guardrail removed behind the API stays editable.
    */
-  async update(model: ModelRecord, readAt: number, relink: boolean): Promise<boolean> {
-    // One statement is atomic on its own; only rewriting the links needs a transaction.
-    if (!relink) return this.updateRow(this.db, model, readAt);
+  async update(model: ModelRecord, readAt: number, relink: boolean, check: LinkCheck): Promise<boolean> {
     return this.transaction(async (trx) => {
-      if (!(await this.updateRow(trx, model, readAt))) return false;
-      await trx.deleteFrom('model_guardrails').where('tenant_id', '=', model.tenantId).where('project_id', '=', model.projectId).where('model_key', '=', model.key).execute();
-      await this.link(trx, model);
+      if ((await this.hold(trx, model, model.key)) !== readAt) return false;
+      await check(trx);
+      await trx.updateTable('models').set(this.columns(model)).where('tenant_id', '=', model.tenantId).where('project_id', '=', model.projectId).where('key', '=', model.key).execute();
+      if (relink) {
+        await trx.deleteFrom('model_guardrails').where('tenant_id', '=', model.tenantId).where('project_id', '=', model.projectId).where('model_key', '=', model.key).execute();
+        await this.link(trx, model);
+      }
       return true;
     });
   }
 
-  private async updateRow(db: Db, model: ModelRecord, readAt: number): Promise<boolean> {
-    const result = await db
-      .updateTable('models')
-      .set(this.columns(model))
-      .where('tenant_id', '=', model.tenantId)
-      .where('project_id', '=', model.projectId)
-      .where('key', '=', model.key)
-      .where('updated_at', '=', readAt)
+  /** Holds the model's row until the transaction ends (see update) and answers its updatedAt; null when it is gone. */
+  private async hold(trx: Db, scope: ProjectScope, key: string): Promise<number | null> {
+    const row = await trx
+      .selectFrom('models')
+      .select('updated_at')
+      .where('tenant_id', '=', scope.tenantId)
+      .where('project_id', '=', scope.projectId)
+      .where('key', '=', key)
+      // SQLite has no row locks (its one writer is the lock).
+      .$if(this.dialect === 'postgres', (q) => q.forUpdate())
       .executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
+    return row ? Number(row.updated_at) : null;
   }
 
   private async link(trx: Db, model: ModelRecord): Promise<void> {
@@ -155,8 +168,9 @@ export class ModelStore {
       .execute();
   }
 
-  async list(scope: ProjectScope): Promise<ModelRecord[]> {
-    const rows = await this.db
+  /** `db`: the store's handle, or a transaction that reads what it holds. */
+  async list(scope: ProjectScope, db: Db = this.db): Promise<ModelRecord[]> {
+    const rows = await db
       .selectFrom('models')
       .selectAll()
       .where('tenant_id', '=', scope.tenantId)
@@ -177,13 +191,34 @@ export class ModelStore {
     return row ? toRecord(row) : null;
   }
 
-  async delete(scope: ProjectScope, key: string): Promise<boolean> {
-    const result = await this.db
-      .deleteFrom('models')
+  /**
+   * The model, held against change and deletion until the transaction `trx` ends (FOR SHARE on PostgreSQL; SQLite's
+   * one connection runs one transaction at a time): what a guardrail that relies on it is checked against.
+   */
+  async findShared(trx: Db, scope: ProjectScope, key: string): Promise<ModelRecord | null> {
+    const row = await trx
+      .selectFrom('models')
+      .selectAll()
       .where('tenant_id', '=', scope.tenantId)
       .where('project_id', '=', scope.projectId)
       .where('key', '=', key)
+      .$if(this.dialect === 'postgres', (q) => q.forShare())
       .executeTakeFirst();
-    return Number(result.numDeletedRows) > 0;
+    return row ? toRecord(row) : null;
+  }
+
+  /** Deletes the model in a transaction that holds its row (see update) and runs `check` before the delete. */
+  async delete(scope: ProjectScope, key: string, check: LinkCheck): Promise<boolean> {
+    return this.transaction(async (trx) => {
+      await this.hold(trx, scope, key);
+      await check(trx);
+      const result = await trx
+        .deleteFrom('models')
+        .where('tenant_id', '=', scope.tenantId)
+        .where('project_id', '=', scope.projectId)
+        .where('key', '=', key)
+        .executeTakeFirst();
+      return Number(result.numDeletedRows) > 0;
+    });
   }
 }
