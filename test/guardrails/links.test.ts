@@ -60,6 +60,28 @@ describe.skipIf(!hasRedis || !BACKENDS.includes(backend))('a guardrail deleted o
       expect(chat.statusCode, `${outcome}; chat ${chat.body}`).toBe(200);
     }
   });
+  it(`a model naming a guardrail while the guardrail comes to rely on the model: one change lands, never a deadlock (${ROUNDS} rounds)`, async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const model = newKey('m');
+      const guardrail = newKey('g');
+      expect((await call(t.a, t.session, { method: 'POST', url: '/api/models', payload: { key: model, provider: { type: 'mock' }, capabilities: ['chat', 'embeddings'] } })).statusCode).toBe(201);
+      const judged = { key: guardrail, type: 'custom_prompt', config: { rules: 'Be polite.' }, modelKey: model, target: 'both', enabled: false };
+      expect((await call(t.a, t.session, { method: 'POST', url: '/api/guardrails', payload: judged })).statusCode).toBe(201);
+      // Each change holds its own row and needs the other's: only one order of taking them, models first, keeps the two
+      // from deadlocking. Each also breaks the other's rule (the stage, the judge's capability).
+      const [attached, enabled] = await Promise.all([
+        call(t.a, t.session, { method: 'PATCH', url: `/api/models/${model}`, payload: { guardrails: { output: [guardrail] }, capabilities: ['embeddings'] } }),
+        call(t.b, t.session, { method: 'PATCH', url: `/api/guardrails/${guardrail}`, payload: { enabled: true, target: 'input' } }),
+      ]);
+      const outcome = `round ${round}: model ${attached.statusCode} ${attached.body}, guardrail ${enabled.statusCode} ${enabled.body}`;
+      expect([attached.statusCode, enabled.statusCode].sort(), outcome).toEqual([200, 400]);
+      const stored = (await call(t.a, t.session, { method: 'GET', url: '/api/models' })).json().models.find((m: { key: string }) => m.key === model);
+      const guardrailNow = (await call(t.a, t.session, { method: 'GET', url: '/api/guardrails' })).json().guardrails.find((g: { key: string }) => g.key === guardrail);
+      if (attached.statusCode === 200) expect({ stored, guardrailNow }, outcome).toMatchObject({ stored: { guardrails: { output: [guardrail] } }, guardrailNow: { enabled: false, target: 'both' } });
+      else expect({ stored, guardrailNow }, outcome).toMatchObject({ stored: { capabilities: ['chat', 'embeddings'], guardrails: { output: [] } }, guardrailNow: { enabled: true, target: 'input' } });
+    }
+  });
+
   /** The project's scope, read from the database (both instances share it). */
   async function defaultScope() {
     const project = await t.contexts[0].database.db.selectFrom('projects').select(['id', 'tenant_id']).where('key', '=', 'default').executeTakeFirstOrThrow();
