@@ -151,4 +151,14 @@ describe.each(BACKENDS)('guardrails leave nothing behind on %s', (backend) => {
     expect(res.statusCode).toBe(400);
     expect(res.json().error.message).toMatch(/extraCategories cannot be judged/);
   });
+
+  it('a chat judge of extra moderation categories cannot gain moderation, which would send them to an endpoint that ignores them', async () => {
+    const judgeModel = await registerFakeModel(t, fake, { capabilities: ['chat'] });
+    await guardrail(t, { key: 'extra-by-chat', type: 'moderation', config: { engine: 'model', extraCategories: [{ name: 'rivals', terms: ['acme'] }] }, modelKey: judgeModel });
+    const gain = await call(t.app, t.adminSession, { method: 'PATCH', url: `/api/models/${judgeModel}`, payload: { capabilities: ['chat', 'moderation'] } });
+    expect(gain.statusCode).toBe(409);
+    expect(gain.json().error.message).toMatch(/judges for guardrail "extra-by-chat", whose config\.extraCategories a moderation endpoint cannot judge/);
+    expect((await call(t.app, t.adminSession, { method: 'PATCH', url: '/api/guardrails/extra-by-chat', payload: { enabled: false } })).statusCode).toBe(200);
+    expect((await call(t.app, t.adminSession, { method: 'PATCH', url: `/api/models/${judgeModel}`, payload: { capabilities: ['chat', 'moderation'] } })).statusCode).toBe(200);
+  });
 });

@@ -44,6 +44,11 @@ function judgeNeeds(type: GuardrailType, config: Record<string, unknown>): { cap
   return null;
 }
 
+/** A moderation guardrail with categories of its own, which only the builtin engine or a chat judge can check. */
+function hasExtraCategories(guardrail: GuardrailRecord): boolean {
+  return guardrail.type === 'moderation' && Boolean(guardrail.config.extraCategories);
+}
+
 /** Whether a guardrail asks a model (so it cannot check a stream piece by piece). */
 export function usesJudge(guardrail: GuardrailRecord): boolean {
   return judgeNeeds(guardrail.type, guardrail.config) !== null;
@@ -199,7 +204,7 @@ export class GuardrailService {
     if (!model) throw ERRORS.validation(`modelKey: model "${record.modelKey}" does not exist in this project`);
     const capabilities = model.capabilities;
     if (!needs.capabilities.some((c) => capabilities.includes(c))) throw ERRORS.validation(`modelKey: model "${record.modelKey}" cannot judge: ${needs.why}`);
-    if (record.type === 'moderation' && record.config.extraCategories && capabilities.includes('moderation')) {
+    if (hasExtraCategories(record) && capabilities.includes('moderation')) {
       throw ERRORS.validation(`config.extraCategories cannot be judged by "${record.modelKey}": a moderation endpoint knows only its own categories (use the builtin engine or a chat model)`);
     }
   }
@@ -234,8 +239,13 @@ export class GuardrailService {
     for (const guardrail of await this.store.judgedBy(trx, scope, modelKey)) {
       if (!guardrail.enabled) continue;
       const needs = judgeNeeds(guardrail.type, guardrail.config);
-      if (!needs || (capabilities && needs.capabilities.some((c) => capabilities.includes(c)))) continue;
-      throw ERRORS.conflict(`Model "${modelKey}" judges for guardrail "${guardrail.key}" (${needs.why}); change or disable the guardrail first`);
+      if (needs && !(capabilities && needs.capabilities.some((c) => capabilities.includes(c)))) {
+        throw ERRORS.conflict(`Model "${modelKey}" judges for guardrail "${guardrail.key}" (${needs.why}); change or disable the guardrail first`);
+      }
+      // A judge that gains moderation is asked through its moderation endpoint, which knows none of the extra categories.
+      if (hasExtraCategories(guardrail) && capabilities?.includes('moderation')) {
+        throw ERRORS.conflict(`Model "${modelKey}" judges for guardrail "${guardrail.key}", whose config.extraCategories a moderation endpoint cannot judge; change or disable the guardrail first`);
+      }
     }
   }
 
