@@ -119,6 +119,18 @@ describe('LoopPoller', () => {
     expect(d.poller.isPolling).toBe(false);
   });
 
+  it('stops within 10 ms plus the window of the last activity when the VM stalls every tick chain, whatever the window', () => {
+    // 40 µs stalls every 0.5 ms, as a VM's timer interrupts cause: each looks like work between two ticks.
+    for (const maxWindowUs of [200, 2_000, 10_000]) {
+      const d = drivenPoller(maxWindowUs);
+      d.poller.activity();
+      const started = d.clock;
+      for (let i = 0; i < 1_000_000 && d.tick(i % 500 === 499 ? 0.04 : 0.001); i++);
+      expect(d.poller.isPolling).toBe(false);
+      expect(d.clock - started).toBeLessThanOrEqual(10 + maxWindowUs / 1000 + 0.05);
+    }
+  });
+
   it('activity while polling extends the window instead of starting a second chain', () => {
     const d = drivenPoller(200);
     d.poller.activity();
