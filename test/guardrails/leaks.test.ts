@@ -160,5 +160,10 @@ describe.each(BACKENDS)('guardrails leave nothing behind on %s', (backend) => {
     expect(gain.json().error.message).toMatch(/judges for guardrail "extra-by-chat", whose config\.extraCategories a moderation endpoint cannot judge/);
     expect((await call(t.app, t.adminSession, { method: 'PATCH', url: '/api/guardrails/extra-by-chat', payload: { enabled: false } })).statusCode).toBe(200);
     expect((await call(t.app, t.adminSession, { method: 'PATCH', url: `/api/models/${judgeModel}`, payload: { capabilities: ['chat', 'moderation'] } })).statusCode).toBe(200);
+    // A judge stored with moderation already (before this rule, or by an older instance) stays editable.
+    expect((await call(t.app, t.adminSession, { method: 'PATCH', url: '/api/guardrails/extra-by-chat', payload: { enabled: true } })).statusCode).toBe(400);
+    await t.ctx.database.db.updateTable('guardrails').set({ enabled: 1 }).where('key', '=', 'extra-by-chat').execute();
+    const pricing = await call(t.app, t.adminSession, { method: 'PATCH', url: `/api/models/${judgeModel}`, payload: { pricing: { inputPer1M: 1, outputPer1M: 2, currency: 'USD' } } });
+    expect(pricing.statusCode, pricing.body).toBe(200);
   });
 });

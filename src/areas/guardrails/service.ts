@@ -231,19 +231,21 @@ export class GuardrailService {
 
   /**
    * For the model registry: a model an enabled guardrail asks as its judge may not be deleted (`capabilities` null)
-   * or lose what the guardrail needs, or the guardrail would fail (closed) or pass everything (open). Read through
+   * or lose what the guardrail needs, or the guardrail would fail (closed) or pass everything (open); nor gain an
+   * endpoint (`gained`) that would answer for it without what it asks. Read through
    * `trx`, the transaction that writes the model and holds its row: a guardrail that names it meanwhile has either
    * committed (and is read here) or waits for this write.
    */
-  async checkJudgeChange(scope: ProjectScope, modelKey: string, capabilities: readonly Capability[] | null, trx: Db): Promise<void> {
+  async checkJudgeChange(scope: ProjectScope, modelKey: string, capabilities: readonly Capability[] | null, gained: readonly Capability[], trx: Db): Promise<void> {
     for (const guardrail of await this.store.judgedBy(trx, scope, modelKey)) {
       if (!guardrail.enabled) continue;
       const needs = judgeNeeds(guardrail.type, guardrail.config);
       if (needs && !(capabilities && needs.capabilities.some((c) => capabilities.includes(c)))) {
         throw ERRORS.conflict(`Model "${modelKey}" judges for guardrail "${guardrail.key}" (${needs.why}); change or disable the guardrail first`);
       }
-      // A judge that gains moderation is asked through its moderation endpoint, which knows none of the extra categories.
-      if (hasExtraCategories(guardrail) && capabilities?.includes('moderation')) {
+      // A judge that gains moderation is asked through its moderation endpoint, which knows none of the extra
+      // categories. Only gaining it is refused, so that a judge stored with both before this rule stays editable.
+      if (hasExtraCategories(guardrail) && gained.includes('moderation')) {
         throw ERRORS.conflict(`Model "${modelKey}" judges for guardrail "${guardrail.key}", whose config.extraCategories a moderation endpoint cannot judge; change or disable the guardrail first`);
       }
     }

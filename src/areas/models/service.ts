@@ -144,7 +144,8 @@ function offeredCapabilities(type: ProviderType, upstreamModel: string): readonl
 
 /**
  * A write refused by the guardrail links' foreign key: a guardrail the model names was deleted between the check and
- * the write (on another instance, or behind the API). Anything else is passed on.
+ * the write. The check holds them on PostgreSQL, and one Waygate's SQLite connection runs one transaction at a time,
+ * so only another process writing the same SQLite file gets here. Anything else is passed on.
  */
 function deletedGuardrail(err: unknown, model: ModelRecord): unknown {
   if (!isForeignKeyViolation(err)) return err;
@@ -193,8 +194,11 @@ function checkHeaders(headers: Record<string, string> | undefined): void {
 export interface GuardrailLinks {
   /** The guardrails a model names exist and allow the stage they are named for; they are held until `trx` ends. */
   checkAttached(scope: ProjectScope, modelKey: string, guardrails: Partial<ModelGuardrails>, trx: Db): Promise<void>;
-  /** No enabled guardrail loses its judge (`capabilities` null: the model is deleted). */
-  checkJudgeChange(scope: ProjectScope, modelKey: string, capabilities: readonly Capability[] | null, trx: Db): Promise<void>;
+  /**
+   * No enabled guardrail loses its judge (`capabilities` null: the model is deleted) or has it answer through an
+   * endpoint it has just `gained` that cannot judge what the guardrail asks.
+   */
+  checkJudgeChange(scope: ProjectScope, modelKey: string, capabilities: readonly Capability[] | null, gained: readonly Capability[], trx: Db): Promise<void>;
 }
 
 /** The model registry of each project, plus the built-in local models; cached for the request path. */
@@ -268,7 +272,7 @@ export class ModelService {
     };
     const ready = await this.apply(scope, model, input);
     try {
-      await this.store.insert(ready, (trx) => this.checkLinks(scope, ready, input.guardrails !== undefined, trx));
+      await this.store.insert(ready, (trx) => this.checkLinks(scope, ready, input.guardrails !== undefined, ready.capabilities, trx));
     } catch (err) {
       throw isUniqueViolation(err) ? ERRORS.conflict(`A model with key "${input.key}" already exists`) : deletedGuardrail(err, ready);
     }
@@ -290,8 +294,9 @@ export class ModelService {
       // Links are written again whenever guardrails are sent (the only way they change), so a model whose links are
       // behind its list (stored before they existed, or by an older instance) catches up.
       const relink = patch.guardrails !== undefined;
+      const gained = next.capabilities.filter((capability) => !current.capabilities.includes(capability));
       try {
-        return (await this.store.update(next, current.updatedAt, relink, (trx) => this.checkLinks(scope, next, relink, trx))) ? next : null;
+        return (await this.store.update(next, current.updatedAt, relink, (trx) => this.checkLinks(scope, next, relink, gained, trx))) ? next : null;
       } catch (err) {
         throw deletedGuardrail(err, next);
       }
@@ -302,7 +307,7 @@ export class ModelService {
   }
 
   async delete(scope: ProjectScope, key: string): Promise<void> {
-    if (!(await this.store.delete(scope, key, (trx) => this.guardrails.checkJudgeChange(scope, key, null, trx)))) throw this.missingOrBuiltIn(key);
+    if (!(await this.store.delete(scope, key, (trx) => this.guardrails.checkJudgeChange(scope, key, null, [], trx)))) throw this.missingOrBuiltIn(key);
     await this.changed(scope);
   }
 
@@ -314,18 +319,18 @@ export class ModelService {
     return (await this.store.findShared(trx, scope, key)) ?? this.builtIns(scope).find((model) => model.key === key) ?? null;
   }
 
-  /** The project's models that name the guardrail, as `trx` reads them. */
-  async namingGuardrail(scope: ProjectScope, guardrailKey: string, trx: Db): Promise<ModelRecord[]> {
-    return (await this.store.list(scope, trx)).filter((model) => namedGuardrails(model).includes(guardrailKey));
+  /** The keys and guardrail lists of the project's models that name the guardrail, as `trx` reads them. */
+  async namingGuardrail(scope: ProjectScope, guardrailKey: string, trx: Db): Promise<Pick<ModelRecord, 'key' | 'guardrails'>[]> {
+    return (await this.store.guardrailLists(trx, scope)).filter((model) => namedGuardrails(model).includes(guardrailKey));
   }
 
   /**
    * The rules between the model and the guardrails, run by the store inside the transaction that writes the model.
-   * `attaching`: its guardrails were sent, so they are checked too.
+   * `attaching`: its guardrails were sent, so they are checked too. `gained`: the capabilities the change adds.
    */
-  private async checkLinks(scope: ProjectScope, model: ModelRecord, attaching: boolean, trx: Db): Promise<void> {
+  private async checkLinks(scope: ProjectScope, model: ModelRecord, attaching: boolean, gained: readonly Capability[], trx: Db): Promise<void> {
     if (attaching) await this.guardrails.checkAttached(scope, model.key, model.guardrails, trx);
-    await this.guardrails.checkJudgeChange(scope, model.key, model.capabilities, trx);
+    await this.guardrails.checkJudgeChange(scope, model.key, model.capabilities, gained, trx);
   }
 
   private missingOrBuiltIn(key: string) {

@@ -88,7 +88,7 @@ function toRecord(row: Selectable<ModelsTable>): ModelRecord {
 export type LinkCheck = (trx: Db) => Promise<void>;
 
 /** The guardrail keys a model names at either stage, once each. */
-export function namedGuardrails(model: ModelRecord): string[] {
+export function namedGuardrails(model: Pick<ModelRecord, 'guardrails'>): string[] {
   return [...new Set([...model.guardrails.input, ...model.guardrails.output])];
 }
 
@@ -134,7 +134,7 @@ export class ModelStore {
    */
   async update(model: ModelRecord, readAt: number, relink: boolean, check: LinkCheck): Promise<boolean> {
     return this.transaction(async (trx) => {
-      if ((await this.hold(trx, model, model.key)) !== readAt) return false;
+      if ((await this.hold(trx, { tenantId: model.tenantId, projectId: model.projectId }, model.key)) !== readAt) return false;
       await check(trx);
       await trx.updateTable('models').set(this.columns(model)).where('tenant_id', '=', model.tenantId).where('project_id', '=', model.projectId).where('key', '=', model.key).execute();
       if (relink) {
@@ -153,7 +153,7 @@ export class ModelStore {
       .where('tenant_id', '=', scope.tenantId)
       .where('project_id', '=', scope.projectId)
       .where('key', '=', key)
-      // SQLite has no row locks (its one writer is the lock).
+      // SQLite has no row locks: one Waygate's connection runs one transaction at a time.
       .$if(this.dialect === 'postgres', (q) => q.forUpdate())
       .executeTakeFirst();
     return row ? Number(row.updated_at) : null;
@@ -168,9 +168,8 @@ export class ModelStore {
       .execute();
   }
 
-  /** `db`: the store's handle, or a transaction that reads what it holds. */
-  async list(scope: ProjectScope, db: Db = this.db): Promise<ModelRecord[]> {
-    const rows = await db
+  async list(scope: ProjectScope): Promise<ModelRecord[]> {
+    const rows = await this.db
       .selectFrom('models')
       .selectAll()
       .where('tenant_id', '=', scope.tenantId)
@@ -178,6 +177,12 @@ export class ModelStore {
       .orderBy('key')
       .execute();
     return rows.map(toRecord);
+  }
+
+  /** Each model's key and guardrails, as `trx` reads them (what a guardrail's change of target is checked against). */
+  async guardrailLists(trx: Db, scope: ProjectScope): Promise<Pick<ModelRecord, 'key' | 'guardrails'>[]> {
+    const rows = await trx.selectFrom('models').select(['key', 'guardrails']).where('tenant_id', '=', scope.tenantId).where('project_id', '=', scope.projectId).orderBy('key').execute();
+    return rows.map((row) => ({ key: row.key, guardrails: fromJson<ModelGuardrails>(row.guardrails) ?? { input: [], output: [] } }));
   }
 
   async find(scope: ProjectScope, key: string): Promise<ModelRecord | null> {
@@ -210,7 +215,7 @@ export class ModelStore {
   /** Deletes the model in a transaction that holds its row (see update) and runs `check` before the delete. */
   async delete(scope: ProjectScope, key: string, check: LinkCheck): Promise<boolean> {
     return this.transaction(async (trx) => {
-      await this.hold(trx, scope, key);
+      if ((await this.hold(trx, scope, key)) === null) return false;
       await check(trx);
       const result = await trx
         .deleteFrom('models')
