@@ -11,8 +11,8 @@ import { performance } from 'node:perf_hooks';
 const BUSY_GAP_MS = 0.02;
 
 /**
- * Gaps extend polling for at most this long after the last signal on ACTIVITY_CHANNELS. Some VMs stall every vCPU for
- * about 40 µs at each timer interrupt (about every 0.6 ms on the benchmark's Firecracker VM), which looks like work:
+ * Gaps extend polling for at most this long after the last signal on ACTIVITY_CHANNELS. Some VMs stall a vCPU for
+ * about 40 µs every 0.6 ms or so (the benchmark's Firecracker VM, bench/README), which looks like work:
  * without a limit a window longer than the time between two stalls would never end, and the process would spin at
  * idle after its last request.
  */
