@@ -25,6 +25,13 @@ function say(line: string): void {
 }
 
 /**
+ * Connections the kernel queues for accept(). Node's default of 511 overflows when a thousand clients connect at once
+ * (streams opened together): the kernel drops the extra SYNs and the client retries after 1 s, then 3 s. Linux caps
+ * this at net.core.somaxconn (4096 since 5.4).
+ */
+const LISTEN_BACKLOG = 4096;
+
+/**
  * config -> database -> app -> listen; readiness turns ok only after all of it. A generated admin password is
  * announced as soon as it is committed, so a start that fails later (port taken) does not lose it.
  */
@@ -34,7 +41,7 @@ export async function startServer(config: Config, announce: (line: string) => vo
   if (generatedAdminPassword) announce(`Admin ${adminEmail} password (generated, shown only this once): ${generatedAdminPassword}`);
   const app = await buildApp(ctx);
   await ctx.startWorkers();
-  const address = await app.listen({ port: config.port, host: config.host });
+  const address = await app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
   const { poller, stop: stopPoller } = startLoopPoller(config.busyPollUs);
   ctx.health.markServing();
   let stopping: Promise<void> | null = null;

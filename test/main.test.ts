@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import http from 'node:http';
+import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { startServer, type RunningServer } from '../src/main.js';
@@ -47,6 +48,29 @@ describe('startServer', () => {
     poller.activity();
     expect(poller.starts).toBe(stoppedAt);
     expect(poller.isPolling).toBe(false);
+  });
+
+  // The kernel's count of connections it dropped because a listening socket's accept queue was full (Linux only;
+  // the kernel caps a backlog at net.core.somaxconn, 4096 by default since Linux 5.4).
+  const listenOverflows = () => {
+    const [names, values] = fs.readFileSync('/proc/net/netstat', 'utf8').split('\n');
+    return Number(values!.split(' ')[names!.split(' ').indexOf('ListenOverflows')]);
+  };
+
+  it.runIf(fs.existsSync('/proc/net/netstat') && Number(fs.readFileSync('/proc/sys/net/core/somaxconn', 'utf8')) >= 1_000)('queues a burst of 1,000 connections before it accepts any (listen backlog)', async () => {
+    const running = await start({});
+    const { port } = new URL(running.url);
+    const before = listenOverflows();
+    const sockets = Array.from({ length: 1_000 }, () => net.connect({ host: '127.0.0.1', port: Number(port) }).on('error', () => {}));
+    try {
+      // Each connect is issued on the next tick and its loopback handshake completes inside the syscall, all before
+      // the event loop can accept one: with Node's default backlog of 511 the kernel dropped the rest.
+      await new Promise((resolve) => process.nextTick(resolve));
+      expect(listenOverflows() - before).toBe(0);
+      await Promise.all(sockets.map((socket) => (socket.readyState === 'open' ? null : new Promise((resolve) => socket.once('connect', resolve)))));
+    } finally {
+      for (const socket of sockets) socket.destroy();
+    }
   });
 
   it('starts no poller with WAYGATE_BUSY_POLL_US=0', async () => {
