@@ -30,9 +30,10 @@ const ACTIVITY_CHANNELS = ['http.server.request.start', 'http.server.response.fi
 /**
  * Keeps the event loop polling for a short window after activity instead of letting it sleep in epoll, as
  * Seastar's reactor does (`--idle-poll-time-us`, 200 µs by default). Activity is what ACTIVITY_CHANNELS report, and
- * any work the loop does while polling (a gap between two ticks): the window runs from the end of the work, so the
- * time a request takes to handle does not eat into the wait for its upstream's answer. A saturated loop keeps
- * polling, which costs it one immediate per turn of the loop. On a virtual machine a sleeping vCPU takes tens
+ * any work the loop starts while polling within MAX_EXTENSION_MS of the last report (a gap between two ticks): the
+ * window runs from the end of the work, so the time a request takes to handle does not eat into the wait for its
+ * upstream's answer. A saturated loop keeps polling while reports keep coming, which costs it one immediate per turn
+ * of the loop. On a virtual machine a sleeping vCPU takes tens
  * of microseconds to wake when the next packet arrives, and a proxied call can wait three times (the client's
  * request, the upstream's answer, the client's next request): about 0.1 ms of a call at concurrency 1 against an
  * upstream that answers within the window (bench/README). Polling is a chain of setImmediate callbacks, so libuv
@@ -50,7 +51,7 @@ export class LoopPoller {
   private polling = false;
   private stopped = false;
   private lastActivityMs: number | null = null;
-  private lastSignalMs = 0;
+  private lastSignalMs = -Infinity;
   private lastTickMs = 0;
   private startCount = 0;
 
@@ -80,15 +81,16 @@ export class LoopPoller {
   /** Something happened (a request, an answer sent or received): poll from now (and from any work after) for the window. */
   readonly activity = (): void => {
     const now = this.now();
-    if (!this.polling && !this.stopped) {
-      if (this.lastActivityMs !== null) this.adapt((now - this.lastActivityMs) * 1000);
+    const start = !this.polling && !this.stopped;
+    if (start && this.lastActivityMs !== null) this.adapt((now - this.lastActivityMs) * 1000);
+    this.lastActivityMs = now;
+    this.lastSignalMs = now;
+    if (start) {
       this.polling = true;
       this.startCount++;
       this.lastTickMs = now;
       this.schedule(this.tick);
     }
-    this.lastActivityMs = now;
-    this.lastSignalMs = now;
   };
 
   stop(): void {
@@ -102,7 +104,8 @@ export class LoopPoller {
 
   private readonly tick = (): void => {
     const now = this.now();
-    if (now - this.lastTickMs > BUSY_GAP_MS && now - this.lastSignalMs < MAX_EXTENSION_MS) this.lastActivityMs = now;
+    // Work counts if it began within MAX_EXTENSION_MS of the last report, however long it ran.
+    if (now - this.lastTickMs > BUSY_GAP_MS && this.lastTickMs - this.lastSignalMs < MAX_EXTENSION_MS) this.lastActivityMs = now;
     this.lastTickMs = now;
     if (!this.stopped && (now - this.lastActivityMs!) * 1000 < this.currentWindowUs) this.schedule(this.tick);
     else this.polling = false;
