@@ -134,7 +134,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
     const usage = new UsageService(new UsageStore(db, database.dialect, database.transaction), log);
     const limits = new LimitService(counters, usage);
     // Models and guardrails name each other: the registry asks the guardrails area (built next) about the keys.
-    const models: ModelService = new ModelService(new ModelStore(db, database.dialect, database.transaction), secrets, bus, config.localModels, {
+    const models: ModelService = new ModelService(new ModelStore(db, database.dialect), database.transaction, secrets, bus, config.localModels, {
       checkAttached: (scope, key, attached, trx) => guardrails.checkModelGuardrails(scope, key, attached, trx),
       checkJudgeChange: (scope, key, capabilities, gained, trx) => guardrails.checkJudgeChange(scope, key, capabilities, gained, trx),
     }, log);

@@ -96,11 +96,10 @@ describe.skipIf(!hasRedis || !BACKENDS.includes(backend))('a guardrail deleted o
     expect((await call(t.a, t.session, { method: 'POST', url: '/api/models', payload: { key: model, provider: { type: 'mock', mock: { reply: 'ok' } }, capabilities: ['chat'] } })).statusCode).toBe(201);
     expect((await call(t.a, t.session, { method: 'GET', url: '/api/models' })).statusCode).toBe(200); // instance a caches the models
     const { database } = t.contexts[1];
-    const store = new ModelStore(database.db, database.dialect, database.transaction);
+    const store = new ModelStore(database.db, database.dialect);
     const stored = (await store.find(await defaultScope(), model))!;
     // The guardrail exists and allows input: the other instance's checks would pass, so none are run here.
-    const passed = async () => undefined;
-    expect(await store.update({ ...stored, guardrails: { input: [guardrail], output: [] }, updatedAt: stored.updatedAt + 1 }, stored.updatedAt, true, passed)).toBe(true);
+    expect(await database.transaction((trx) => store.update(trx, { ...stored, guardrails: { input: [guardrail], output: [] }, updatedAt: stored.updatedAt + 1 }, true))).toBe(true);
     const deleted = await call(t.a, t.session, { method: 'DELETE', url: `/api/guardrails/${guardrail}` });
     expect(deleted.statusCode, deleted.body).toBe(409);
     expect(deleted.json().error.message).toContain(`"${model}"`);

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { isForeignKeyViolation, isUniqueViolation } from '../../db/errors.js';
+import type { Transactor } from '../../db/index.js';
 import type { Db } from '../../db/types.js';
 import { ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
@@ -189,7 +190,7 @@ function checkHeaders(headers: Record<string, string> | undefined): void {
 
 /**
  * What the guardrails area checks when models change: models and guardrails name each other. Both checks read
- * through `trx`, the transaction that writes the model (see LinkCheck).
+ * through `trx`, the transaction that writes the model and holds its row.
  */
 export interface GuardrailLinks {
   /** The guardrails a model names exist and allow the stage they are named for; they are held until `trx` ends. */
@@ -207,6 +208,7 @@ export class ModelService {
 
   constructor(
     private readonly store: ModelStore,
+    private readonly transaction: Transactor,
     private readonly secrets: SecretBox,
     bus: Bus,
     private readonly localModels: boolean,
@@ -272,7 +274,10 @@ export class ModelService {
     };
     const ready = await this.apply(scope, model, input);
     try {
-      await this.store.insert(ready, (trx) => this.checkLinks(scope, ready, input.guardrails !== undefined, ready.capabilities, trx));
+      await this.transaction(async (trx) => {
+        await this.checkLinks(scope, ready, input.guardrails !== undefined, ready.capabilities, trx);
+        await this.store.insert(trx, ready);
+      });
     } catch (err) {
       throw isUniqueViolation(err) ? ERRORS.conflict(`A model with key "${input.key}" already exists`) : deletedGuardrail(err, ready);
     }
@@ -282,7 +287,9 @@ export class ModelService {
 
   /**
    * Applies the patch to the model as stored and checks the result as a whole. A change that lands between the read
-   * and the write (another PATCH) makes it start again from the new state, so neither change is lost.
+   * and the write (another PATCH) makes it start again from the new state, so neither change is lost. The links to
+   * the guardrails are checked in the transaction that writes, once the row is held, so a guardrail change that
+   * relies on the model as it was waits for this one and then sees it.
    */
   async update(scope: ProjectScope, key: string, patch: ModelPatch): Promise<ModelRecord> {
     const updated = await untilWritten(UPDATE_ATTEMPTS, async () => {
@@ -296,7 +303,11 @@ export class ModelService {
       const relink = patch.guardrails !== undefined;
       const gained = next.capabilities.filter((capability) => !current.capabilities.includes(capability));
       try {
-        return (await this.store.update(next, current.updatedAt, relink, (trx) => this.checkLinks(scope, next, relink, gained, trx))) ? next : null;
+        return await this.transaction(async (trx) => {
+          if ((await this.store.hold(trx, scope, key)) !== current.updatedAt) return null;
+          await this.checkLinks(scope, next, relink, gained, trx);
+          return (await this.store.update(trx, next, relink)) ? next : null;
+        });
       } catch (err) {
         throw deletedGuardrail(err, next);
       }
@@ -307,7 +318,12 @@ export class ModelService {
   }
 
   async delete(scope: ProjectScope, key: string): Promise<void> {
-    if (!(await this.store.delete(scope, key, (trx) => this.guardrails.checkJudgeChange(scope, key, null, [], trx)))) throw this.missingOrBuiltIn(key);
+    const deleted = await this.transaction(async (trx) => {
+      if ((await this.store.hold(trx, scope, key)) === null) return false;
+      await this.guardrails.checkJudgeChange(scope, key, null, [], trx);
+      return this.store.delete(trx, scope, key);
+    });
+    if (!deleted) throw this.missingOrBuiltIn(key);
     await this.changed(scope);
   }
 
@@ -325,7 +341,7 @@ export class ModelService {
   }
 
   /**
-   * The rules between the model and the guardrails, run by the store inside the transaction that writes the model.
+   * The rules between the model and the guardrails, run inside the transaction that writes the model.
    * `attaching`: its guardrails were sent, so they are checked too. `gained`: the capabilities the change adds.
    */
   private async checkLinks(scope: ProjectScope, model: ModelRecord, attaching: boolean, gained: readonly Capability[], trx: Db): Promise<void> {

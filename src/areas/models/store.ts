@@ -1,6 +1,5 @@
 import type { Selectable } from 'kysely';
 import { fromJson, toJson } from '../../db/json.js';
-import type { Transactor } from '../../db/index.js';
 import type { Db, Dialect, ModelsTable } from '../../db/types.js';
 import type { ProjectScope } from '../../http/principal.js';
 import type { Capability, MockOptions, ProviderType } from '../../providers/types.js';
@@ -81,19 +80,13 @@ function toRecord(row: Selectable<ModelsTable>): ModelRecord {
   };
 }
 
-/**
- * The rules between a model and the guardrails (those it names, those it judges for), checked inside the transaction
- * that writes the model and reading through it, so that they and the write see the same state.
- */
-export type LinkCheck = (trx: Db) => Promise<void>;
-
 /** The guardrail keys a model names at either stage, once each. */
 export function namedGuardrails(model: Pick<ModelRecord, 'guardrails'>): string[] {
   return [...new Set([...model.guardrails.input, ...model.guardrails.output])];
 }
 
 export class ModelStore {
-  constructor(private readonly db: Db, private readonly dialect: Dialect, private readonly transaction: Transactor) {}
+  constructor(private readonly db: Db, private readonly dialect: Dialect) {}
 
   private columns(model: ModelRecord) {
     return {
@@ -110,43 +103,34 @@ export class ModelStore {
     };
   }
 
+  /** Inserts the model and its guardrail links through `trx`. */
+  async insert(trx: Db, model: ModelRecord): Promise<void> {
+    await trx
+      .insertInto('models')
+      .values({ id: model.id, tenant_id: model.tenantId, project_id: model.projectId, key: model.key, created_at: model.createdAt, ...this.columns(model) })
+      .execute();
+    await this.link(trx, model);
+  }
+
   /**
-   * Inserts the model and its guardrail links in one transaction, which first runs `check`: the rules between the
-   * model and the guardrails it names, read inside the transaction (see LinkCheck).
+   * Writes the model through `trx`, which holds its row (hold); false when it is gone. `relink`: its guardrails were
+   * sent, so its links are written again. Otherwise they are left alone: a model naming a guardrail removed behind the
+   * API stays editable.
    */
-  async insert(model: ModelRecord, check: LinkCheck): Promise<void> {
-    await this.transaction(async (trx) => {
-      await check(trx);
-      await trx
-        .insertInto('models')
-        .values({ id: model.id, tenant_id: model.tenantId, project_id: model.projectId, key: model.key, created_at: model.createdAt, ...this.columns(model) })
-        .execute();
+  async update(trx: Db, model: ModelRecord, relink: boolean): Promise<boolean> {
+    const result = await trx.updateTable('models').set(this.columns(model)).where('tenant_id', '=', model.tenantId).where('project_id', '=', model.projectId).where('key', '=', model.key).executeTakeFirst();
+    if (relink) {
+      await trx.deleteFrom('model_guardrails').where('tenant_id', '=', model.tenantId).where('project_id', '=', model.projectId).where('model_key', '=', model.key).execute();
       await this.link(trx, model);
-    });
+    }
+    return Number(result.numUpdatedRows) > 0;
   }
 
   /**
-   * Writes the model unless another change landed since it was read (`readAt`: its updatedAt then); false if one did.
-   * The row is held (locked on PostgreSQL; SQLite's one connection runs one transaction at a time) before `check`
-   * runs, so a guardrail change that relies on the model as it was waits for this one and then sees it.
-   * `relink`: its guardrails were sent, so its links are written again. Otherwise they are left alone: a model naming
-   * a guardrail removed behind the API stays editable.
+   * Holds the model's row until the transaction `trx` ends (locked on PostgreSQL; SQLite's one connection runs one
+   * transaction at a time) and answers its updatedAt; null when it is gone.
    */
-  async update(model: ModelRecord, readAt: number, relink: boolean, check: LinkCheck): Promise<boolean> {
-    return this.transaction(async (trx) => {
-      if ((await this.hold(trx, { tenantId: model.tenantId, projectId: model.projectId }, model.key)) !== readAt) return false;
-      await check(trx);
-      await trx.updateTable('models').set(this.columns(model)).where('tenant_id', '=', model.tenantId).where('project_id', '=', model.projectId).where('key', '=', model.key).execute();
-      if (relink) {
-        await trx.deleteFrom('model_guardrails').where('tenant_id', '=', model.tenantId).where('project_id', '=', model.projectId).where('model_key', '=', model.key).execute();
-        await this.link(trx, model);
-      }
-      return true;
-    });
-  }
-
-  /** Holds the model's row until the transaction ends (see update) and answers its updatedAt; null when it is gone. */
-  private async hold(trx: Db, scope: ProjectScope, key: string): Promise<number | null> {
+  async hold(trx: Db, scope: ProjectScope, key: string): Promise<number | null> {
     const row = await trx
       .selectFrom('models')
       .select('updated_at')
@@ -212,18 +196,9 @@ export class ModelStore {
     return row ? toRecord(row) : null;
   }
 
-  /** Deletes the model in a transaction that holds its row (see update) and runs `check` before the delete. */
-  async delete(scope: ProjectScope, key: string, check: LinkCheck): Promise<boolean> {
-    return this.transaction(async (trx) => {
-      if ((await this.hold(trx, scope, key)) === null) return false;
-      await check(trx);
-      const result = await trx
-        .deleteFrom('models')
-        .where('tenant_id', '=', scope.tenantId)
-        .where('project_id', '=', scope.projectId)
-        .where('key', '=', key)
-        .executeTakeFirst();
-      return Number(result.numDeletedRows) > 0;
-    });
+  /** Deletes the model through `trx`; false when it is gone. */
+  async delete(trx: Db, scope: ProjectScope, key: string): Promise<boolean> {
+    const result = await trx.deleteFrom('models').where('tenant_id', '=', scope.tenantId).where('project_id', '=', scope.projectId).where('key', '=', key).executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
   }
 }
