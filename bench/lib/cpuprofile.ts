@@ -2,10 +2,12 @@
  * Summarises a V8 .cpuprofile (from `node --cpu-prof`, e.g. `bench/inference.ts --cpu-prof <dir>`): the functions
  * with the most self time and the most inclusive time, and self time per file.
  *
- *   node --import tsx bench/lib/cpuprofile.ts <file.cpuprofile> [--top 25] [--filter src/]
+ *   node --import tsx bench/lib/cpuprofile.ts <file.cpuprofile> [--top 25] [--filter src/] [--timeline] [--from 24.2 --to 25.8]
  *
  * `--filter` keeps only functions whose URL contains the text in the inclusive list (self time is always shown for
- * everything, so that node internals and dependencies are visible too).
+ * everything, so that node internals and dependencies are visible too). `--timeline` prints the busy share (samples
+ * not in `(idle)`) of each half second, to find a phase of a run (a burst of streams, say); `--from` and `--to`, in
+ * seconds since the profile began, then summarise that phase alone.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -53,6 +55,31 @@ function shortUrl(url: string): string {
 
 const keyOf = (f: CallFrame) => `${f.functionName || '(anonymous)'} ${shortUrl(f.url)}:${f.lineNumber + 1}`;
 
+/** Each sample's time in seconds since the profile began. */
+function sampleSeconds(profile: Profile): number[] {
+  let t = 0;
+  return profile.timeDeltas.map((dt) => (t += dt) / 1e6);
+}
+
+/** The share of samples outside `(idle)` in each step of `stepSeconds`. */
+export function timeline(profile: Profile, stepSeconds: number): { from: number; busy: number }[] {
+  const idle = new Set(profile.nodes.filter((n) => n.callFrame.functionName === '(idle)').map((n) => n.id));
+  const steps: { samples: number; busy: number }[] = [];
+  sampleSeconds(profile).forEach((at, i) => {
+    const step = (steps[Math.floor(at / stepSeconds)] ??= { samples: 0, busy: 0 });
+    step.samples++;
+    if (!idle.has(profile.samples[i]!)) step.busy++;
+  });
+  return [...steps.entries()].flatMap(([i, s]) => (s ? [{ from: i * stepSeconds, busy: s.busy / s.samples }] : []));
+}
+
+/** The profile with only the samples taken between `from` and `to` seconds after it began. */
+export function slice(profile: Profile, from: number, to: number): Profile {
+  const at = sampleSeconds(profile);
+  const keep = at.flatMap((t, i) => (t >= from && t < to ? [i] : []));
+  return { ...profile, samples: keep.map((i) => profile.samples[i]!), timeDeltas: keep.map((i) => profile.timeDeltas[i]!) };
+}
+
 export function summarise(profile: Profile, top: number, filter?: string): ProfileSummary {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
@@ -89,13 +116,22 @@ export function summarise(profile: Profile, top: number, filter?: string): Profi
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '25' }, filter: { type: 'string' } } });
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: { top: { type: 'string', default: '25' }, filter: { type: 'string' }, timeline: { type: 'boolean', default: false }, from: { type: 'string' }, to: { type: 'string' } },
+  });
   const file = positionals[0];
   if (!file) {
-    process.stderr.write('usage: node --import tsx bench/lib/cpuprofile.ts <file.cpuprofile> [--top 25] [--filter src/]\n');
+    process.stderr.write('usage: node --import tsx bench/lib/cpuprofile.ts <file.cpuprofile> [--top 25] [--filter src/] [--timeline] [--from S --to S]\n');
     process.exit(2);
   }
-  const summary = summarise(JSON.parse(fs.readFileSync(file, 'utf8')) as Profile, Number(values.top), values.filter);
+  let profile = JSON.parse(fs.readFileSync(file, 'utf8')) as Profile;
+  if (values.timeline) {
+    process.stdout.write('busy share per half second (seconds since the profile began)\n');
+    for (const step of timeline(profile, 0.5)) process.stdout.write(`${step.from.toFixed(1).padStart(7)} s  ${(step.busy * 100).toFixed(0).padStart(3)}%\n`);
+  }
+  if (values.from !== undefined || values.to !== undefined) profile = slice(profile, Number(values.from ?? 0), Number(values.to ?? Infinity));
+  const summary = summarise(profile, Number(values.top), values.filter);
   const print = (title: string, rows: ProfileRow[]) => {
     process.stdout.write(`\n${title}\n`);
     for (const r of rows) process.stdout.write(`${(r.share * 100).toFixed(1).padStart(5)}%  ${r.ms.toFixed(0).padStart(7)} ms  ${r.name}\n`);
