@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Context } from '../../context.js';
 import { projectScope, requireApiToken } from '../../http/guards.js';
+import { framesPerTick } from '../../http/sse.js';
 import type { JsonObject } from '../../providers/types.js';
 import { chatSchema, embeddingsSchema, getModelSchema, listModelsSchema, moderationsSchema } from './schemas.js';
 import { callerOf } from './caller.js';
@@ -30,7 +31,7 @@ export async function inferenceRoutes(app: FastifyInstance, { ctx }: { ctx: Cont
     if (body.stream !== true) return sendAnswer(reply, await inference.chat(caller, body));
     const frames = await inference.chatStream(caller, body);
     reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache').header('x-accel-buffering', 'no');
-    return reply.send(Readable.from(frames));
+    return reply.send(Readable.from(framesPerTick(frames)));
   });
 
   app.post('/api/client/v1/embeddings', { schema: embeddingsSchema, config }, async (request, reply) =>

@@ -1,0 +1,52 @@
+/** A joined batch is written once it reaches this many characters, whatever is still to come in the tick. */
+const MAX_BATCH_CHARS = 64 * 1024;
+
+/**
+ * A stream's frames joined per tick: the frames that are ready together (an upstream read often holds dozens of
+ * events) go out as one string, so the response makes one chunked write for them instead of one each. Nothing waits
+ * for more: a batch ends when the frames at hand are used up (the tick's microtasks have run) and the frame that is
+ * still on its way opens the next one. `return` and `throw` go straight to `frames`, so a stream closed before its
+ * first read is still closed as it was before.
+ */
+export function framesPerTick(frames: AsyncIterableIterator<string>): AsyncIterableIterator<string> {
+  let pending: Promise<IteratorResult<string>> | null = null;
+  let finished: IteratorResult<string> | null = null;
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    async next() {
+      if (finished) return finished;
+      const first = await (pending ?? frames.next());
+      pending = null;
+      if (first.done) return first;
+      let batch = first.value;
+      // Resolved by a tick callback, which runs only once the microtasks in progress (the frames at hand) are done.
+      const tickEnd = new Promise<null>((resolve) => process.nextTick(resolve, null));
+      while (batch.length < MAX_BATCH_CHARS) {
+        const more = frames.next();
+        let next: IteratorResult<string> | null;
+        try {
+          next = await Promise.race([more, tickEnd]);
+        } catch {
+          // The failure reaches the reader with its next call, after this batch.
+          pending = more;
+          break;
+        }
+        if (next === null) {
+          // Still on its way (the race's handlers already keep a rejection from counting as unhandled).
+          pending = more;
+          break;
+        }
+        if (next.done) {
+          finished = next;
+          break;
+        }
+        batch += next.value;
+      }
+      return { done: false, value: batch };
+    },
+    return: (value?: unknown) => frames.return?.(value) ?? Promise.resolve({ done: true, value: undefined }),
+    throw: (err?: unknown) => frames.throw?.(err) ?? Promise.reject(err),
+  };
+}
