@@ -31,7 +31,7 @@ import { functionCosts, readPerfMap, type FunctionCost } from './lib/callgrind.j
 import { loadedAmount, median } from './lib/measure.js';
 import { cleanupsOnExit, wholeNumber } from './lib/options.js';
 import { table } from './lib/report.js';
-import { REPO_ROOT, startServer, transpileSources, type BenchServer } from './lib/server.js';
+import { REPO_ROOT, startServer, transpileRef, transpileSources, type BenchServer } from './lib/server.js';
 import { startUpstream, type UpstreamProcess } from './lib/upstream.js';
 import { RedisCache } from '../src/platform/cache.js';
 import { REDIS_KEY_PREFIX } from '../src/platform/redis.js';
@@ -181,26 +181,6 @@ async function removeCounters(url: string, tokenId: string): Promise<void> {
   }
 }
 
-/** The given commit's src/ in a temporary worktree, built; removed by the returned clean-up. */
-async function buildRef(ref: string): Promise<{ build: Build; remove(): void }> {
-  const worktree = fs.mkdtempSync(path.join(os.tmpdir(), 'waygate-against-'));
-  execFileSync('git', ['worktree', 'add', '--detach', worktree, ref], { cwd: REPO_ROOT, stdio: 'ignore' });
-  const removeWorktree = () => execFileSync('git', ['worktree', 'remove', '--force', worktree], { cwd: REPO_ROOT, stdio: 'ignore' });
-  try {
-    const built = await transpileSources({ srcDir: path.join(worktree, 'src'), name: 'against' });
-    return {
-      build: { label: ref, main: built.main },
-      remove: () => {
-        built.remove();
-        removeWorktree();
-      },
-    };
-  } catch (err) {
-    removeWorktree();
-    throw err;
-  }
-}
-
 export async function instructions(argv: string[]): Promise<void> {
   const opts = parse(argv);
   try {
@@ -215,9 +195,9 @@ export async function instructions(argv: string[]): Promise<void> {
     cleanups.add(async () => current.remove());
     builds.push({ label: 'this checkout', main: current.main });
     if (opts.against) {
-      const against = await buildRef(opts.against);
+      const against = await transpileRef(opts.against);
       cleanups.add(async () => against.remove());
-      builds.unshift(against.build);
+      builds.unshift({ label: against.label, main: against.main });
     }
     const upstream = await startUpstream({ cpus: null, chunks: 8, holdChunkMs: 250 });
     cleanups.add(() => upstream.stop());

@@ -6,6 +6,7 @@
  *   npm run bench -- --rounds 1 --no-pin           # all; options go to every benchmark (use the ones both know)
  *   npm run bench -- inference --memory-requests 0 # only the named benchmark, with its own options
  *   npm run bench -- instructions --against HEAD~1 # callgrind's count, run by name only (needs valgrind)
+ *   npm run bench -- streams --against HEAD~1      # CPU a stream against the floor, run by name only
  */
 import { analyticsBench } from './analytics.js';
 import { authOverhead } from './auth-overhead.js';
@@ -13,10 +14,11 @@ import { batchesBench } from './batches.js';
 import { guardrailsBench } from './guardrails.js';
 import { inference } from './inference.js';
 import { instructions } from './instructions.js';
+import { streams } from './streams.js';
 
 const benchmarks: Record<string, (argv: string[]) => Promise<void>> = { 'auth-overhead': authOverhead, inference, analytics: analyticsBench, batches: batchesBench, guardrails: guardrailsBench };
 /** Run only when named: an A/B tool for changes, not a figure of an issue. */
-const byNameOnly: Record<string, (argv: string[]) => Promise<void>> = { instructions };
+const byNameOnly: Record<string, (argv: string[]) => Promise<void>> = { instructions, streams };
 
 async function main(argv: string[]): Promise<void> {
   const [first, ...rest] = argv;

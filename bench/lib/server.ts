@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -176,6 +176,27 @@ export async function transpileSources(options: { srcDir?: string; name?: string
     logLevel: 'error',
   });
   return { main: path.join(outdir, 'main.js'), remove: () => fs.rmSync(outdir, { recursive: true, force: true }) };
+}
+
+/** A commit's src/ from a temporary git worktree, transpiled as transpileSources() does; remove() deletes both. */
+export async function transpileRef(ref: string): Promise<{ label: string; main: string; remove(): void }> {
+  const worktree = fs.mkdtempSync(path.join(os.tmpdir(), 'waygate-against-'));
+  execFileSync('git', ['worktree', 'add', '--detach', worktree, ref], { cwd: REPO_ROOT, stdio: 'ignore' });
+  const removeWorktree = () => execFileSync('git', ['worktree', 'remove', '--force', worktree], { cwd: REPO_ROOT, stdio: 'ignore' });
+  try {
+    const built = await transpileSources({ srcDir: path.join(worktree, 'src'), name: 'against' });
+    return {
+      label: ref,
+      main: built.main,
+      remove: () => {
+        built.remove();
+        removeWorktree();
+      },
+    };
+  } catch (err) {
+    removeWorktree();
+    throw err;
+  }
 }
 
 /** A field of /proc/<pid>/status in MB (VmRSS: resident now, VmHWM: peak resident); NaN without /proc. */
