@@ -1,12 +1,17 @@
-/** A joined batch is written once it reaches this many characters, whatever is still to come in the tick. */
-const MAX_BATCH_CHARS = 64 * 1024;
+/**
+ * A joined batch is handed over once it reaches this many characters, whatever else is ready. It also bounds what a
+ * stream holds while its client reads slowly: Readable.from buffers whole items, so one batch is what it keeps back
+ * (about a response's 16 KB high-water mark, as when each frame was one item).
+ */
+const MAX_BATCH_CHARS = 16 * 1024;
 
 /**
  * A stream's frames joined per tick: the frames that are ready together (an upstream read often holds dozens of
  * events) go out as one string, so the response makes one chunked write for them instead of one each. Nothing waits
  * for more: a batch ends when the frames at hand are used up (the tick's microtasks have run) and the frame that is
  * still on its way opens the next one. `return` and `throw` go straight to `frames`, so a stream closed before its
- * first read is still closed as it was before.
+ * first read is still closed as it was before. A `return` while that next frame is on its way waits for it, as a
+ * generator's does; when a client leaves, its connection's signal has already ended the upstream request.
  */
 export function framesPerTick(frames: AsyncIterableIterator<string>): AsyncIterableIterator<string> {
   let pending: Promise<IteratorResult<string>> | null = null;
@@ -17,8 +22,9 @@ export function framesPerTick(frames: AsyncIterableIterator<string>): AsyncItera
     },
     async next() {
       if (finished) return finished;
-      const first = await (pending ?? frames.next());
+      const waiting = pending ?? frames.next();
       pending = null;
+      const first = await waiting;
       if (first.done) return first;
       let batch = first.value;
       // Resolved by a tick callback, which runs only once the microtasks in progress (the frames at hand) are done.

@@ -49,12 +49,12 @@ describe('framesPerTick', () => {
     expect((await batches.next()).done).toBe(true);
   });
 
-  it('cuts a batch once it holds 64 K characters, and loses nothing', async () => {
+  it('cuts a batch once it holds 16 K characters, and loses nothing', async () => {
     const frame = `data: ${'x'.repeat(1_000)}\n\n`;
     const frames = Array.from({ length: 200 }, () => ({ text: frame, later: false }));
     const batches = await batchesOf(planned(frames));
     expect(batches.length).toBeGreaterThan(1);
-    for (const batch of batches) expect(batch.length).toBeLessThan(64 * 1024 + frame.length);
+    for (const batch of batches) expect(batch.length).toBeLessThan(16 * 1024 + frame.length);
     expect(batches.join('')).toBe(frame.repeat(200));
   });
 
@@ -63,6 +63,34 @@ describe('framesPerTick', () => {
     const batches = framesPerTick(planned([{ text: 'a', later: false }, { text: 'b', later: false }], failure));
     expect(await batches.next()).toEqual({ done: false, value: 'ab' });
     await expect(batches.next()).rejects.toBe(failure);
+  });
+
+  it('delivers a batch, then a failure that comes after the next macrotask (a stream settled after [DONE] failing)', async () => {
+    const failure = new Error('settling failed');
+    async function* failsLater() {
+      yield 'data: [DONE]\n\n';
+      await nextMacrotask();
+      throw failure;
+    }
+    const batches = framesPerTick(failsLater());
+    expect(await batches.next()).toEqual({ done: false, value: 'data: [DONE]\n\n' });
+    await expect(batches.next()).rejects.toBe(failure);
+    // Then it is over, as a generator that threw is.
+    expect(await batches.next()).toEqual({ done: true, value: undefined });
+  });
+
+  it('ends a batch with the tick: a frame released by a macrotask queued earlier is not joined to it', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    async function* secondAfterRelease() {
+      yield 'a';
+      await held;
+      yield 'b';
+    }
+    const batches = framesPerTick(secondAfterRelease());
+    setImmediate(() => release());
+    expect(await batches.next()).toEqual({ done: false, value: 'a' });
+    expect(await batches.next()).toEqual({ done: false, value: 'b' });
   });
 
   it('passes return straight on, also before the first read (a stream closed unread is still closed and metered)', async () => {
