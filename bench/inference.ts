@@ -22,6 +22,7 @@ import { int, machine, ms, pinSelf, sourceVersion, table } from './lib/report.js
 import { cpuSecondsOf, foreignLoad, hasTaskset, memoryMbOf, SCHEDULER_TIMES, settle, startServer, transpileSources, type BenchServer } from './lib/server.js';
 import { heldStreams, streamSequential, type HeldStreams, type TtfbSample } from './lib/stream.js';
 import { startFloorGateway } from './lib/floor.js';
+import type { ChildServer } from './lib/child.js';
 import { startProxy } from './lib/proxy.js';
 import { startUpstream, UPSTREAM_API_KEY, type UpstreamProcess } from './lib/upstream.js';
 
@@ -123,7 +124,7 @@ const MESSAGES = [
 ];
 
 /** One gateway (or the upstream itself) with the four request shapes the benchmark sends to it. */
-interface Gateway {
+export interface Gateway {
   name: string;
   host: string;
   port: number;
@@ -150,6 +151,14 @@ export function gateway(name: string, host: string, port: number, pid: number | 
     stream: { ...base, label: `${name} stream`, path: `${prefix}/chat/completions`, body: stream(models.chat) },
     hold: { ...base, label: `${name} held stream`, path: `${prefix}/chat/completions`, body: stream(models.hold) },
   };
+}
+
+/** The floor gateway (on Fastify with `fastify`) in front of the upstream, with the benchmark's model keys. */
+export async function startFloor(upstream: UpstreamProcess, cpus: string | null, fastify: boolean): Promise<{ server: ChildServer; gateway: Gateway }> {
+  const token = 'wg_floor_bench_token';
+  const models = Object.fromEntries((Object.keys(WAYGATE_MODEL) as (keyof typeof WAYGATE_MODEL)[]).map((kind) => [WAYGATE_MODEL[kind], UPSTREAM_MODEL[kind]]));
+  const server = await startFloorGateway({ cpus, upstreamOrigin: new URL(upstream.baseUrl).origin, token, models, fastify });
+  return { server, gateway: gateway(fastify ? FASTIFY_FLOOR_LABEL : FLOOR_LABEL, '127.0.0.1', server.port, server.pid, '/v1', { authorization: `Bearer ${token}` }, WAYGATE_MODEL) };
 }
 
 /**
@@ -283,13 +292,10 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
 
     for (const fastify of [false, true]) {
       if (!opts.targets.includes(fastify ? 'floor-fastify' : 'floor')) continue;
-      const token = 'wg_floor_bench_token';
-      const models = Object.fromEntries((Object.keys(WAYGATE_MODEL) as (keyof typeof WAYGATE_MODEL)[]).map((kind) => [WAYGATE_MODEL[kind], UPSTREAM_MODEL[kind]]));
-      const floor = await startFloorGateway({ cpus: gwCpus, upstreamOrigin: new URL(upstream.baseUrl).origin, token, models, fastify });
-      cleanups.add(() => floor.stop());
-      const label = fastify ? FASTIFY_FLOOR_LABEL : FLOOR_LABEL;
-      write(`${label} (${fastify ? 'Fastify' : 'node:http'} + undici + better-sqlite3 + pino: token, body, upstream, usage row, log line) pid ${floor.pid} on http://127.0.0.1:${floor.port}`);
-      gateways.push(gateway(label, '127.0.0.1', floor.port, floor.pid, '/v1', { authorization: `Bearer ${token}` }, WAYGATE_MODEL));
+      const floor = await startFloor(upstream, gwCpus, fastify);
+      cleanups.add(() => floor.server.stop());
+      write(`${floor.gateway.name} (${fastify ? 'Fastify' : 'node:http'} + undici + better-sqlite3 + pino: token, body, upstream, usage row, log line) pid ${floor.server.pid} on http://127.0.0.1:${floor.server.port}`);
+      gateways.push(floor.gateway);
     }
 
     if (opts.targets.includes('waygate')) {

@@ -10,11 +10,9 @@
  */
 import http from 'node:http';
 import os from 'node:os';
-import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { gateway, setupWaygate, WAYGATE_MODEL } from './inference.js';
-import { startFloorGateway } from './lib/floor.js';
+import { gateway, setupWaygate, startFloor, WAYGATE_MODEL, type Gateway } from './inference.js';
 import { median } from './lib/measure.js';
 import { cleanupsOnExit, wholeNumber } from './lib/options.js';
 import { pinSelf, table } from './lib/report.js';
@@ -22,19 +20,8 @@ import { cpuSecondsOf, hasTaskset, startServer, transpileRef, transpileSources }
 import { streamOnce } from './lib/stream.js';
 import { startUpstream } from './lib/upstream.js';
 
-const FLOOR_TOKEN = 'wg_floor_bench_token';
-/** The upstream's model names (bench/lib/upstream.ts answers any) behind the benchmark's Waygate model keys. */
-const UPSTREAM_OF: Record<string, string> = { [WAYGATE_MODEL.chat]: 'bench-model', [WAYGATE_MODEL.hold]: 'hold-model', [WAYGATE_MODEL.embed]: 'bench-embed' };
 const WARMUP_STREAMS = 200;
 const PAUSE_MS = 1_500;
-
-interface Target {
-  name: string;
-  pid: number;
-  stream: ReturnType<typeof gateway>['stream'];
-  host: string;
-  port: number;
-}
 
 function parse(argv: string[]) {
   const { values } = parseArgs({
@@ -59,7 +46,7 @@ function parse(argv: string[]) {
 }
 
 /** `count` streams at `concurrency`; every one must end with [DONE]. Returns the events received. */
-async function streamMany(target: Target, count: number, concurrency: number): Promise<number> {
+async function streamMany(target: Gateway, count: number, concurrency: number): Promise<number> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   let started = 0;
   let events = 0;
@@ -89,11 +76,9 @@ export async function streams(argv: string[]): Promise<void> {
     process.stdout.write(pinned ? 'gateways pinned to CPU 0; the fake upstream and the load generator to CPU 1 (taskset)\n' : 'not pinned (no taskset, fewer than 2 CPUs, or --no-pin)\n');
     const upstream = await startUpstream({ cpus: clientCpus, chunks: opts.chunks, holdChunkMs: 250 });
     cleanups.add(() => upstream.stop());
-    const targets: Target[] = [];
-    const floor = await startFloorGateway({ cpus: gatewayCpus, upstreamOrigin: new URL(upstream.baseUrl).origin, token: FLOOR_TOKEN, models: UPSTREAM_OF, fastify: true });
-    cleanups.add(() => floor.stop());
-    const floorGateway = gateway('floor on Fastify', '127.0.0.1', floor.port, floor.pid, '/v1', { authorization: `Bearer ${FLOOR_TOKEN}` }, WAYGATE_MODEL);
-    targets.push({ name: floorGateway.name, pid: floor.pid, stream: floorGateway.stream, host: '127.0.0.1', port: floor.port });
+    const floor = await startFloor(upstream, gatewayCpus, true);
+    cleanups.add(() => floor.server.stop());
+    const targets: Gateway[] = [floor.gateway];
     const builds: { label: string; main: string }[] = [];
     const here = await transpileSources({ name: 'streams' });
     cleanups.add(async () => here.remove());
@@ -108,10 +93,9 @@ export async function streams(argv: string[]): Promise<void> {
       cleanups.add(() => server.stop());
       const why = await setupWaygate(server, upstream);
       if (why) throw new Error(`${build.label}: ${why}`);
-      const g = gateway(build.label, server.host, server.port, server.pid, '/api/client/v1', { authorization: `Bearer ${server.token}` }, WAYGATE_MODEL);
-      targets.push({ name: build.label, pid: server.pid, stream: g.stream, host: server.host, port: server.port });
+      targets.push(gateway(build.label, server.host, server.port, server.pid, '/api/client/v1', { authorization: `Bearer ${server.token}` }, WAYGATE_MODEL));
     }
-    process.stdout.write(`${opts.streams} streams of ${opts.chunks} content chunks a round at concurrency ${opts.concurrency}, ${opts.rounds} rounds (${path.basename(here.main)} built from src/)\n`);
+    process.stdout.write(`${opts.streams} streams of ${opts.chunks} content chunks a round at concurrency ${opts.concurrency}, ${opts.rounds} rounds\n`);
     for (const target of targets) await streamMany(target, WARMUP_STREAMS, opts.concurrency);
 
     const perStream = new Map<string, number[]>(targets.map((t) => [t.name, []]));
@@ -122,9 +106,9 @@ export async function streams(argv: string[]): Promise<void> {
       const row: string[] = [String(round + 1)];
       for (const target of order) {
         await new Promise((resolve) => setTimeout(resolve, PAUSE_MS));
-        const before = cpuSecondsOf(target.pid);
+        const before = cpuSecondsOf(target.pid!);
         const events = await streamMany(target, opts.streams, opts.concurrency);
-        perStream.get(target.name)!.push(((cpuSecondsOf(target.pid) - before) * 1e6) / opts.streams);
+        perStream.get(target.name)!.push(((cpuSecondsOf(target.pid!) - before) * 1e6) / opts.streams);
         eventsPerStream = events / opts.streams;
       }
       for (const target of targets) row.push(perStream.get(target.name)!.at(-1)!.toFixed(0));

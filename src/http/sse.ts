@@ -14,14 +14,13 @@ const MAX_BATCH_CHARS = 16 * 1024;
  * generator's does; when a client leaves, its connection's signal has already ended the upstream request.
  */
 export function framesPerTick(frames: AsyncIterableIterator<string>): AsyncIterableIterator<string> {
+  /** The next frame, asked for in the last batch but not joined to it: on its way, the end, or a failure. */
   let pending: Promise<IteratorResult<string>> | null = null;
-  let finished: IteratorResult<string> | null = null;
   return {
     [Symbol.asyncIterator]() {
       return this;
     },
     async next() {
-      if (finished) return finished;
       const waiting = pending ?? frames.next();
       pending = null;
       const first = await waiting;
@@ -31,21 +30,11 @@ export function framesPerTick(frames: AsyncIterableIterator<string>): AsyncItera
       const tickEnd = new Promise<null>((resolve) => process.nextTick(resolve, null));
       while (batch.length < MAX_BATCH_CHARS) {
         const more = frames.next();
-        let next: IteratorResult<string> | null;
-        try {
-          next = await Promise.race([more, tickEnd]);
-        } catch {
-          // The failure reaches the reader with its next call, after this batch.
+        // A failure, like the end, reaches the reader with its next call, after this batch (the race's handlers keep
+        // the rejection from counting as unhandled meanwhile).
+        const next = await Promise.race([more, tickEnd]).catch(() => null);
+        if (next === null || next.done) {
           pending = more;
-          break;
-        }
-        if (next === null) {
-          // Still on its way (the race's handlers already keep a rejection from counting as unhandled).
-          pending = more;
-          break;
-        }
-        if (next.done) {
-          finished = next;
           break;
         }
         batch += next.value;

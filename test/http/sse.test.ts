@@ -15,6 +15,18 @@ async function* planned(frames: Planned[], failAtEnd?: Error): AsyncGenerator<st
   if (failAtEnd) throw failAtEnd;
 }
 
+/** Two frames, the second held back until `release` is called. */
+function secondWhenReleased(first: string, second: string): { frames: AsyncGenerator<string>; release: () => void } {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  async function* frames() {
+    yield first;
+    await held;
+    yield second;
+  }
+  return { frames: frames(), release };
+}
+
 async function batchesOf(frames: AsyncIterableIterator<string>): Promise<string[]> {
   const batches: string[] = [];
   for await (const batch of framesPerTick(frames)) batches.push(batch);
@@ -34,14 +46,8 @@ describe('framesPerTick', () => {
   });
 
   it('hands over the frames at hand without waiting for the next one', async () => {
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    async function* slowSecond() {
-      yield 'data: 1\n\n';
-      await held;
-      yield 'data: 2\n\n';
-    }
-    const batches = framesPerTick(slowSecond());
+    const { frames, release } = secondWhenReleased('data: 1\n\n', 'data: 2\n\n');
+    const batches = framesPerTick(frames);
     // Resolves although the second frame never comes until released.
     expect(await batches.next()).toEqual({ done: false, value: 'data: 1\n\n' });
     release();
@@ -80,15 +86,9 @@ describe('framesPerTick', () => {
   });
 
   it('ends a batch with the tick: a frame released by a macrotask queued earlier is not joined to it', async () => {
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    async function* secondAfterRelease() {
-      yield 'a';
-      await held;
-      yield 'b';
-    }
-    const batches = framesPerTick(secondAfterRelease());
-    setImmediate(() => release());
+    const { frames, release } = secondWhenReleased('a', 'b');
+    const batches = framesPerTick(frames);
+    setImmediate(release);
     expect(await batches.next()).toEqual({ done: false, value: 'a' });
     expect(await batches.next()).toEqual({ done: false, value: 'b' });
   });
