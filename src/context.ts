@@ -136,7 +136,7 @@ export async function createContext(config: Config, options: ContextOptions = {}
     // Models and guardrails name each other: the registry asks the guardrails area (built next) about the keys.
     const models: ModelService = new ModelService(new ModelStore(db, database.dialect), database.transaction, secrets, bus, config.localModels, {
       checkAttached: (scope, key, attached, trx) => guardrails.checkModelGuardrails(scope, key, attached, trx),
-      checkJudgeChange: (scope, key, capabilities, gained, trx) => guardrails.checkJudgeChange(scope, key, capabilities, gained, trx),
+      checkJudgeChange: (scope, key, change, trx) => guardrails.checkJudgeChange(scope, key, change, trx),
     }, log);
     await models.start();
     const guardrailStore = new GuardrailStore(db, database.dialect);

@@ -142,6 +142,23 @@ describe.each(BACKENDS)('guardrails leave nothing behind on %s', (backend) => {
     expect((await call(t.app, t.adminSession, { method: 'PATCH', url: '/api/guardrails/uses-judge', payload: { enabled: true } })).statusCode).toBe(400);
   });
 
+  it('a judge stored without what its guardrail needs stays editable; only a change that breaks the link is refused', async () => {
+    const judgeModel = await registerFakeModel(t, fake, { capabilities: ['chat'] });
+    await guardrail(t, { key: 'judge-lost-chat', type: 'custom_prompt', config: { rules: 'x' }, modelKey: judgeModel });
+    // Stored without chat behind the rules' back (before they existed, or by an older instance).
+    await t.ctx.database.db.updateTable('models').set({ capabilities: JSON.stringify(['embeddings']) }).where('key', '=', judgeModel).execute();
+    const patch = (payload: Record<string, unknown>) => call(t.app, t.adminSession, { method: 'PATCH', url: `/api/models/${judgeModel}`, payload });
+    const pricing = await patch({ pricing: { inputPer1M: 1, outputPer1M: 2, currency: 'USD' } });
+    expect(pricing.statusCode, pricing.body).toBe(200);
+    expect((await patch({ provider: { apiKey: 'sk-rotated' } })).statusCode).toBe(200);
+    expect((await patch({ capabilities: ['chat'] })).statusCode).toBe(200);
+    // Working again, so losing chat once more is refused.
+    const lost = await patch({ capabilities: ['embeddings'] });
+    expect(lost.statusCode).toBe(409);
+    expect(lost.json().error.message).toMatch(/judges for guardrail "judge-lost-chat"/);
+    expect((await call(t.app, t.adminSession, { method: 'DELETE', url: `/api/models/${judgeModel}` })).statusCode).toBe(409);
+  });
+
   it('extra moderation categories cannot go to a model that only knows its own categories', async () => {
     const moderator = await registerFakeModel(t, fake, { capabilities: ['moderation'] });
     const res = await call(t.app, t.adminSession, {

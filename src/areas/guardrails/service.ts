@@ -9,7 +9,7 @@ import type { Bus } from '../../platform/bus.js';
 import { changedAt, untilWritten } from '../../platform/compare-and-set.js';
 import { newId } from '../../platform/ids.js';
 import type { Capability } from '../../providers/types.js';
-import type { ModelService } from '../models/service.js';
+import type { CapabilityChange, ModelService } from '../models/service.js';
 import type { ModelGuardrails, ModelRecord } from '../models/store.js';
 import { validateExtraCategories } from './moderation.js';
 import { CONFIG_SCHEMAS, GUARDRAIL_KEY_PATTERN } from './schemas.js';
@@ -230,22 +230,25 @@ export class GuardrailService {
   }
 
   /**
-   * For the model registry: a model an enabled guardrail asks as its judge may not be deleted (`capabilities` null)
-   * or lose what the guardrail needs, or the guardrail would fail (closed) or pass everything (open); nor gain an
-   * endpoint (`gained`) that would answer for it without what it asks. Read through
-   * `trx`, the transaction that writes the model and holds its row: a guardrail that names it meanwhile has either
-   * committed (and is read here) or waits for this write.
+   * For the model registry: a model an enabled guardrail asks as its judge may not be deleted (`change` null) or lose
+   * what the guardrail needs, or the guardrail would fail (closed) or pass everything (open); nor gain moderation,
+   * whose endpoint would answer for it without the extra categories it asks. Only a change that breaks the link is
+   * refused: a judge stored without what it needs (before these rules, or by an older instance) stays editable, so
+   * that its key can be rotated while the guardrail is fixed. Read through `trx`, the transaction that writes the
+   * model and holds its row: a guardrail that names it meanwhile has either committed (and is read here) or waits for
+   * this write.
    */
-  async checkJudgeChange(scope: ProjectScope, modelKey: string, capabilities: readonly Capability[] | null, gained: readonly Capability[], trx: Db): Promise<void> {
+  async checkJudgeChange(scope: ProjectScope, modelKey: string, change: CapabilityChange | null, trx: Db): Promise<void> {
     for (const guardrail of await this.store.judgedBy(trx, scope, modelKey)) {
       if (!guardrail.enabled) continue;
       const needs = judgeNeeds(guardrail.type, guardrail.config);
-      if (needs && !(capabilities && needs.capabilities.some((c) => capabilities.includes(c)))) {
+      const serves = (capabilities: readonly Capability[]) => needs!.capabilities.some((c) => capabilities.includes(c));
+      if (needs && (!change || (serves(change.before) && !serves(change.after)))) {
         throw ERRORS.conflict(`Model "${modelKey}" judges for guardrail "${guardrail.key}" (${needs.why}); change or disable the guardrail first`);
       }
       // A judge that gains moderation is asked through its moderation endpoint, which knows none of the extra
-      // categories. Only gaining it is refused, so that a judge stored with both before this rule stays editable.
-      if (hasExtraCategories(guardrail) && gained.includes('moderation')) {
+      // categories.
+      if (change && hasExtraCategories(guardrail) && change.after.includes('moderation') && !change.before.includes('moderation')) {
         throw ERRORS.conflict(`Model "${modelKey}" judges for guardrail "${guardrail.key}", whose config.extraCategories a moderation endpoint cannot judge; change or disable the guardrail first`);
       }
     }

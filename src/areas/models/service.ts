@@ -196,10 +196,16 @@ export interface GuardrailLinks {
   /** The guardrails a model names exist and allow the stage they are named for; they are held until `trx` ends. */
   checkAttached(scope: ProjectScope, modelKey: string, guardrails: Partial<ModelGuardrails>, trx: Db): Promise<void>;
   /**
-   * No enabled guardrail loses its judge (`capabilities` null: the model is deleted) or has it answer through an
-   * endpoint it has just `gained` that cannot judge what the guardrail asks.
+   * No enabled guardrail loses its judge (`change` null: the model is deleted) through the change, or has it answer
+   * through an endpoint the change adds that cannot judge what the guardrail asks.
    */
-  checkJudgeChange(scope: ProjectScope, modelKey: string, capabilities: readonly Capability[] | null, gained: readonly Capability[], trx: Db): Promise<void>;
+  checkJudgeChange(scope: ProjectScope, modelKey: string, change: CapabilityChange | null, trx: Db): Promise<void>;
+}
+
+/** A model's capabilities before and after a change (none before: it is new). */
+export interface CapabilityChange {
+  before: readonly Capability[];
+  after: readonly Capability[];
 }
 
 /** The model registry of each project, plus the built-in local models; cached for the request path. */
@@ -275,7 +281,8 @@ export class ModelService {
     const ready = await this.apply(scope, model, input);
     try {
       await this.transaction(async (trx) => {
-        await this.checkLinks(scope, ready, input.guardrails !== undefined, ready.capabilities, trx);
+        // A new model breaks no working link: a guardrail can only name a key without a model behind it already broken.
+        await this.checkLinks(scope, ready, input.guardrails !== undefined, { before: [], after: ready.capabilities }, trx);
         await this.store.insert(trx, ready);
       });
     } catch (err) {
@@ -301,11 +308,10 @@ export class ModelService {
       // Links are written again whenever guardrails are sent (the only way they change), so a model whose links are
       // behind its list (stored before they existed, or by an older instance) catches up.
       const relink = patch.guardrails !== undefined;
-      const gained = next.capabilities.filter((capability) => !current.capabilities.includes(capability));
       try {
         return await this.transaction(async (trx) => {
           if ((await this.store.hold(trx, scope, key)) !== current.updatedAt) return null;
-          await this.checkLinks(scope, next, relink, gained, trx);
+          await this.checkLinks(scope, next, relink, { before: current.capabilities, after: next.capabilities }, trx);
           return (await this.store.update(trx, next, relink)) ? next : null;
         });
       } catch (err) {
@@ -320,7 +326,7 @@ export class ModelService {
   async delete(scope: ProjectScope, key: string): Promise<void> {
     const deleted = await this.transaction(async (trx) => {
       if ((await this.store.hold(trx, scope, key)) === null) return false;
-      await this.guardrails.checkJudgeChange(scope, key, null, [], trx);
+      await this.guardrails.checkJudgeChange(scope, key, null, trx);
       return this.store.delete(trx, scope, key);
     });
     if (!deleted) throw this.missingOrBuiltIn(key);
@@ -342,11 +348,11 @@ export class ModelService {
 
   /**
    * The rules between the model and the guardrails, run inside the transaction that writes the model.
-   * `attaching`: its guardrails were sent, so they are checked too. `gained`: the capabilities the change adds.
+   * `attaching`: its guardrails were sent, so they are checked too. `change`: the capabilities before and after.
    */
-  private async checkLinks(scope: ProjectScope, model: ModelRecord, attaching: boolean, gained: readonly Capability[], trx: Db): Promise<void> {
+  private async checkLinks(scope: ProjectScope, model: ModelRecord, attaching: boolean, change: CapabilityChange, trx: Db): Promise<void> {
     if (attaching) await this.guardrails.checkAttached(scope, model.key, model.guardrails, trx);
-    await this.guardrails.checkJudgeChange(scope, model.key, model.capabilities, gained, trx);
+    await this.guardrails.checkJudgeChange(scope, model.key, change, trx);
   }
 
   private missingOrBuiltIn(key: string) {
