@@ -1,23 +1,37 @@
 /**
- * Makes the next `n` calls of `target[method]` wait for one another after their own work, so that a race between
- * concurrent requests happens on every run instead of by luck. Calls after the n-th pass straight through once all
- * have arrived; `stagger` ms separate the held calls' release, in the order they were called (not the order their
- * work ended: on PostgreSQL two reads on two connections may end either way round). Returns a function that
- * restores the method.
+ * Makes the next `n` calls of `target[method]` wait for one another after their own work (before it, with
+ * `before`), so that a race between concurrent requests happens on every run instead of by luck. Calls after the
+ * n-th pass straight through once all have arrived; `stagger` ms separate the held calls' release, in the order they
+ * were called (not the order their work ended: on PostgreSQL two reads on two connections may end either way round).
+ * `onArrive` hears each held call arrive, with its index. Returns a function that restores the method.
  */
-export function holdTogether(target: object, method: string, n: number, staggerMs = 0): () => void {
+export function holdTogether(
+  target: object,
+  method: string,
+  n: number,
+  staggerMs = 0,
+  options: { before?: boolean; onArrive?: (index: number) => void } = {},
+): () => void {
   const holder = target as Record<string, (...args: unknown[]) => Promise<unknown>>;
   const original = holder[method]!;
   let called = 0;
   let arrived = 0;
   let open!: () => void;
   const all = new Promise<void>((resolve) => (open = resolve));
-  holder[method] = async (...args: unknown[]) => {
-    const index = called++;
-    const result = await original.apply(target, args);
+  const wait = async (index: number) => {
+    options.onArrive?.(index);
     if (++arrived === n) open();
     await all;
     if (staggerMs > 0) await new Promise((resolve) => setTimeout(resolve, index * staggerMs));
+  };
+  holder[method] = async (...args: unknown[]) => {
+    const index = called++;
+    if (options.before) {
+      await wait(index);
+      return original.apply(target, args);
+    }
+    const result = await original.apply(target, args);
+    await wait(index);
     return result;
   };
   return () => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBase32 } from '../../src/platform/ids.js';
 import { BACKENDS, call, createTestApp, createToken, createUserSession, type TestApp } from '../helpers/app.js';
 import { chatBody } from '../helpers/models.js';
+import { holdTogether } from '../helpers/races.js';
 
 /** PATCH /api/projects/:idOrKey: name, budget and rate limit of a project (owners and admins of its tenant only). */
 
@@ -174,28 +175,21 @@ describe.each(BACKENDS)('project limits on %s', (backend) => {
       Number((await t.ctx.database.db.selectFrom('projects').select('limits_updated_at').where('id', '=', project.id).executeTakeFirstOrThrow()).limits_updated_at);
     const before = await version();
     await new Promise((resolve) => setTimeout(resolve, 5));
-    const store = (t.ctx.services.projects as unknown as { store: { update: (...args: unknown[]) => Promise<unknown> } }).store;
-    const update = store.update;
-    let arrived = 0;
-    let bothArrived!: () => void;
-    const both = new Promise<void>((resolve) => (bothArrived = resolve));
-    store.update = async (...args) => {
-      const index = arrived++;
-      if (arrived === 2) bothArrived();
-      await both;
-      await new Promise((resolve) => setTimeout(resolve, index * 50));
-      return update.apply(store, args);
-    };
+    let reachedStore!: () => void;
+    const removalReachedStore = new Promise<void>((resolve) => (reachedStore = resolve));
+    const restore = holdTogether((t.ctx.services.projects as unknown as { store: object }).store, 'update', 2, 50, {
+      before: true,
+      onArrive: (index) => index === 0 && reachedStore(),
+    });
     try {
       const removing = patch(project.id, { budget: null });
       // Sent alone until it has reached the store, so that the removal is the first to write.
-      for (let i = 0; i < 500 && arrived === 0; i++) await new Promise((resolve) => setTimeout(resolve, 2));
-      expect(arrived).toBe(1);
+      await removalReachedStore;
       const setting = patch(project.id, { budget: { maxTokens: 100, period: 'day' } });
       expect((await removing).statusCode).toBe(200);
       expect((await setting).statusCode).toBe(200);
     } finally {
-      store.update = update;
+      restore();
     }
     expect(await listed(project.id)).toMatchObject({ budget: { maxTokens: 100, period: 'day' } });
     expect(await version()).toBeGreaterThan(before);
