@@ -3,7 +3,7 @@ import { ERRORS } from '../http/errors.js';
 import { UpstreamError } from './errors.js';
 import { parseEvent, parseObject, type UpstreamClient } from './http.js';
 import { joinUrl } from './openai-compatible.js';
-import { parseSse } from './sse.js';
+import { sseBatches } from './sse.js';
 import { openAiUsage, tokenCount } from './tokens.js';
 import type { CallOptions, ChatChunk, JsonObject, JsonResult, ModelTarget, Provider, Usage } from './types.js';
 import { asText, isJsonObject } from '../platform/text.js';
@@ -172,7 +172,8 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>, complete: () => voi
   const chunk = (delta: JsonObject, finish: string | null = null): ChatChunk => ({
     data: { id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }] },
   });
-  for await (const event of parseSse(body)) {
+  // Events come a read's worth at a time (sseBatches); each is handled in order.
+  for await (const events of sseBatches(body)) for (const event of events) {
     const data = parseEvent(event.data);
     if (!isJsonObject(data)) throw new UpstreamError('malformed', 'Upstream stream sent a non-object event');
     switch (data.type) {

@@ -1,7 +1,7 @@
 import { openAiErrorBody, UpstreamError } from './errors.js';
 import { isJsonObject } from '../platform/text.js';
 import { parseEvent, parseObject, type UpstreamClient } from './http.js';
-import { parseSse } from './sse.js';
+import { sseBatches } from './sse.js';
 import { openAiUsage, usageOf } from './tokens.js';
 import type { CallOptions, ChatChunk, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
 
@@ -116,17 +116,19 @@ function isErrorAnswer(body: JsonObject): boolean {
  */
 async function* openAiChunks(body: AsyncIterable<Buffer>, complete: () => void): AsyncGenerator<ChatChunk> {
   let finished = false;
-  for await (const event of parseSse(body)) {
-    if (event.data.trim() === '[DONE]') {
-      complete();
-      return;
+  for await (const events of sseBatches(body)) {
+    for (const event of events) {
+      if (event.data.trim() === '[DONE]') {
+        complete();
+        return;
+      }
+      const data = parseEvent(event.data) as JsonObject;
+      if (!data || typeof data !== 'object') throw new UpstreamError('malformed', 'Upstream stream sent a non-object event');
+      if (data.error) throw new UpstreamError('http', 'Upstream stream reported an error', 502, { error: data.error as Record<string, unknown> });
+      finished ||= Array.isArray(data.choices) && (data.choices as { finish_reason?: unknown }[]).some((choice) => typeof choice?.finish_reason === 'string');
+      // Data spread over several lines is forwarded re-serialized: SSE would need each line prefixed again.
+      yield event.data.includes('\n') ? { data } : { data, raw: event.data };
     }
-    const data = parseEvent(event.data) as JsonObject;
-    if (!data || typeof data !== 'object') throw new UpstreamError('malformed', 'Upstream stream sent a non-object event');
-    if (data.error) throw new UpstreamError('http', 'Upstream stream reported an error', 502, { error: data.error as Record<string, unknown> });
-    finished ||= Array.isArray(data.choices) && (data.choices as { finish_reason?: unknown }[]).some((choice) => typeof choice?.finish_reason === 'string');
-    // Data spread over several lines is forwarded re-serialized: SSE would need each line prefixed again.
-    yield event.data.includes('\n') ? { data } : { data, raw: event.data };
   }
   if (!finished) throw new UpstreamError('malformed', 'Upstream stream ended before it was complete');
 }
@@ -135,10 +137,11 @@ const OPEN_BRACE = 0x7b;
 const SPACE = 0x20;
 
 /**
- * The chunks of a stream request's answer. A server that ignores `stream: true` answers one chat.completion (told
- * by its first visible byte: SSE lines never start with a brace, whatever the content type says), replayed as chunks.
+ * The chunks of a stream request's answer, once its first visible byte has arrived. A server that ignores
+ * `stream: true` answers one chat.completion (told by that byte: SSE lines never start with a brace, whatever the
+ * content type says), replayed as chunks. The chunk reader is handed back as it is, with no generator in between.
  */
-async function* streamedChunks(body: AsyncIterable<Buffer>, complete: () => void): AsyncGenerator<ChatChunk> {
+async function streamedChunks(body: AsyncIterable<Buffer>, complete: () => void): Promise<AsyncIterable<ChatChunk>> {
   const reader = body[Symbol.asyncIterator]();
   let first = await reader.next();
   let visible = -1;
@@ -147,14 +150,14 @@ async function* streamedChunks(body: AsyncIterable<Buffer>, complete: () => void
   if (first.done) throw new UpstreamError('malformed', 'Upstream answered the stream with an empty body');
   const head = first.value;
   const whole = (async function* () {
-    yield head;
-    for (let next = await reader.next(); !next.done; next = await reader.next()) yield next.value;
+    try {
+      yield head;
+      for (let next = await reader.next(); !next.done; next = await reader.next()) yield next.value;
+    } finally {
+      await reader.return?.();
+    }
   })();
-  try {
-    yield* head[visible] === OPEN_BRACE ? completionChunks(whole) : openAiChunks(whole, complete);
-  } finally {
-    await reader.return?.();
-  }
+  return head[visible] === OPEN_BRACE ? completionChunks(whole) : openAiChunks(whole, complete);
 }
 
 /** Largest non-streamed answer replayed as a stream (what a JSON answer may hold). */

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { UpstreamError } from '../../src/providers/errors.js';
-import { parseSse, type SseEvent } from '../../src/providers/sse.js';
+import { sseBatches, type SseEvent } from '../../src/providers/sse.js';
 
 /** Unit tests of the SSE parser every streaming provider reads upstream bodies with. */
 
@@ -11,7 +11,7 @@ async function* bytes(...parts: (string | Buffer)[]): AsyncGenerator<Buffer> {
 
 async function collect(...parts: (string | Buffer)[]): Promise<SseEvent[]> {
   const events: SseEvent[] = [];
-  for await (const event of parseSse(bytes(...parts))) events.push(event);
+  for await (const batch of sseBatches(bytes(...parts))) events.push(...batch);
   return events;
 }
 
@@ -23,12 +23,27 @@ function pieces(text: string, size: number): Buffer[] {
   return out;
 }
 
-describe('parseSse', () => {
+describe('sseBatches', () => {
   it('reads events separated by blank lines with \\n line ends', async () => {
     expect(await collect('data: one\n\ndata: two\n\n')).toEqual([
       { event: null, data: 'one' },
       { event: null, data: 'two' },
     ]);
+  });
+
+  it('hands out the events each read completes as one batch, and no empty batch', async () => {
+    const batches: SseEvent[][] = [];
+    for await (const batch of sseBatches(bytes('data: a\n\ndata: b\n\ndata: c', '\n', '\n', ': comment\n\n', 'data: d\n\ndata: e'))) batches.push(batch);
+    expect(batches.map((batch) => batch.map((e) => e.data))).toEqual([['a', 'b'], ['c'], ['d'], ['e']]);
+  });
+
+  it('hands out the events before a fault in the same read, then fails', async () => {
+    const seen: string[] = [];
+    const consume = async () => {
+      for await (const batch of sseBatches(bytes(`data: ok\n\ndata: ${'e'.repeat(5 * 1024 * 1024)}\n\n`))) seen.push(...batch.map((e) => e.data));
+    };
+    await expect(consume()).rejects.toMatchObject({ failure: 'malformed' });
+    expect(seen).toEqual(['ok']);
   });
 
   it('reads \\r\\n line ends the same way', async () => {
@@ -120,7 +135,7 @@ describe('parseSse', () => {
       for (let i = 0; i < 100; i++) yield chunk; // 6.4 MiB, never a newline
     }
     const consume = async () => {
-      for await (const event of parseSse(endless())) void event;
+      for await (const event of sseBatches(endless())) void event;
     };
     await expect(consume()).rejects.toMatchObject({ failure: 'malformed' });
   });
@@ -133,7 +148,7 @@ describe('parseSse', () => {
       yield Buffer.from('\n');
     }
     const consume = async () => {
-      for await (const event of parseSse(manyLines())) void event;
+      for await (const event of sseBatches(manyLines())) void event;
     };
     await expect(consume()).rejects.toMatchObject({ failure: 'malformed' });
   });
@@ -154,7 +169,7 @@ describe('parseSse', () => {
 
   it('rejects an over-long event that arrives in one chunk', async () => {
     const consume = async () => {
-      for await (const event of parseSse(bytes(`data: ${'e'.repeat(5 * 1024 * 1024)}\n\n`))) void event;
+      for await (const event of sseBatches(bytes(`data: ${'e'.repeat(5 * 1024 * 1024)}\n\n`))) void event;
     };
     await expect(consume()).rejects.toMatchObject({ failure: 'malformed' });
   });
