@@ -43,8 +43,10 @@ export async function* sseBatches(body: AsyncIterable<Buffer>): AsyncGenerator<S
     } else if (field === 'event') event = value;
     return null;
   };
+  // Its own copy: a global regex keeps its position in lastIndex, and several streams are parsed at once.
+  const lineEnd = new RegExp(LINE_END);
   /** The events the buffered text completes, into `out`; what is left of it stays buffered. */
-  const complete = (out: SseEvent[]) => {
+  const takeEvents = (out: SseEvent[]) => {
     let start = 0;
     lineEnd.lastIndex = 0;
     let match: RegExpExecArray | null;
@@ -58,14 +60,12 @@ export async function* sseBatches(body: AsyncIterable<Buffer>): AsyncGenerator<S
     buffered = buffered.slice(start);
     if (buffered.length + size > MAX_EVENT_BYTES) throw new UpstreamError('malformed', 'Upstream stream sent an over-long event');
   };
-  // Its own copy: a global regex keeps its position in lastIndex, and streams interleave at every yield.
-  const lineEnd = new RegExp(LINE_END);
   for await (const chunk of body) {
     buffered += decoder.decode(chunk, { stream: true });
     const events: SseEvent[] = [];
     let failure: unknown = null;
     try {
-      complete(events);
+      takeEvents(events);
     } catch (err) {
       // The events before the fault still go out first, as they would have one by one.
       failure = err;

@@ -58,7 +58,11 @@ export interface ChatChunk {
 
 export interface Provider {
   chat(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<JsonResult>;
-  /** Resolves once the upstream accepted the stream (retries happen before that) with its chunks, still to come. */
+  /**
+   * Resolves once the upstream accepted the stream (retries happen before that) with its chunks, still to come; a
+   * provider may read the answer's first bytes first (openai-compatible does, to tell SSE from a JSON answer). The
+   * upstream request ends when the chunks are read to the end or, once their reading has started, closed early.
+   */
   chatStream(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<AsyncIterable<ChatChunk>>;
   embeddings(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<JsonResult>;
   moderations(target: ModelTarget, body: JsonObject, options: CallOptions): Promise<JsonResult>;

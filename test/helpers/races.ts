@@ -1,9 +1,9 @@
 /**
  * Makes the next `n` calls of `target[method]` wait for one another after their own work (before it, with
  * `before`), so that a race between concurrent requests happens on every run instead of by luck. Calls after the
- * n-th pass straight through once all have arrived; `stagger` ms separate the held calls' release, in the order they
- * were called (not the order their work ended: on PostgreSQL two reads on two connections may end either way round).
- * `onArrive` hears each held call arrive, with its index. Returns a function that restores the method.
+ * n-th no longer wait for the others, only for their stagger; `stagger` ms separate the calls' release, in the order
+ * they were called (not the order their work ended: on PostgreSQL two reads on two connections may end either way
+ * round). `onArrive` hears every call arrive, with its index. Returns a function that restores the method.
  */
 export function holdTogether(
   target: object,

@@ -184,7 +184,12 @@ describe.each(BACKENDS)('project limits on %s', (backend) => {
     try {
       const removing = patch(project.id, { budget: null });
       // Sent alone until it has reached the store, so that the removal is the first to write.
-      await removalReachedStore;
+      await Promise.race([
+        removalReachedStore,
+        removing.then((res) => {
+          throw new Error(`the removal answered ${res.statusCode} before it reached the store: ${res.body}`);
+        }),
+      ]);
       const setting = patch(project.id, { budget: { maxTokens: 100, period: 'day' } });
       expect((await removing).statusCode).toBe(200);
       expect((await setting).statusCode).toBe(200);

@@ -175,9 +175,10 @@ describe.each(BACKENDS)('a streamed chat completion on a real connection on %s',
     upstream.script = { burst, rest: [' never', ' sent'] };
     const arriving = upstream.nextCall();
     const { request, response } = openStream(chatBody(model, { stream: true }), requestId);
+    let headersArrived = false;
     if (burst === null) {
       // Waygate waits for the first event: the client gets nothing, not even the headers, and leaves.
-      response.catch(() => undefined);
+      response.then(() => (headersArrived = true)).catch(() => undefined);
       await within(arriving, 'the upstream call');
     } else {
       const res = await within(response, 'the response headers');
@@ -191,6 +192,7 @@ describe.each(BACKENDS)('a streamed chat completion on a real connection on %s',
     // The upstream, which was never released, sees its request ended.
     await vi.waitFor(() => expect(call.outcome).toBe('aborted'), { timeout: WAIT_MS, interval: 20 });
     expect(call.sent).toBe(burst === null ? 0 : 1);
+    if (burst === null) expect(headersArrived).toBe(false);
     const rows = await vi.waitFor(
       async () => {
         const found = await usageOf(requestId);

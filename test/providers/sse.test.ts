@@ -135,7 +135,7 @@ describe('sseBatches', () => {
       for (let i = 0; i < 100; i++) yield chunk; // 6.4 MiB, never a newline
     }
     const consume = async () => {
-      for await (const event of sseBatches(endless())) void event;
+      for await (const batch of sseBatches(endless())) void batch;
     };
     await expect(consume()).rejects.toMatchObject({ failure: 'malformed' });
   });
@@ -148,7 +148,7 @@ describe('sseBatches', () => {
       yield Buffer.from('\n');
     }
     const consume = async () => {
-      for await (const event of sseBatches(manyLines())) void event;
+      for await (const batch of sseBatches(manyLines())) void batch;
     };
     await expect(consume()).rejects.toMatchObject({ failure: 'malformed' });
   });
@@ -169,7 +169,7 @@ describe('sseBatches', () => {
 
   it('rejects an over-long event that arrives in one chunk', async () => {
     const consume = async () => {
-      for await (const event of sseBatches(bytes(`data: ${'e'.repeat(5 * 1024 * 1024)}\n\n`))) void event;
+      for await (const batch of sseBatches(bytes(`data: ${'e'.repeat(5 * 1024 * 1024)}\n\n`))) void batch;
     };
     await expect(consume()).rejects.toMatchObject({ failure: 'malformed' });
   });

@@ -44,6 +44,11 @@ function judgeNeeds(type: GuardrailType, config: Record<string, unknown>): { cap
   return null;
 }
 
+/** Whether a model with these capabilities can judge what a guardrail needs. */
+function serves(needs: { capabilities: Capability[] }, capabilities: readonly Capability[]): boolean {
+  return needs.capabilities.some((c) => capabilities.includes(c));
+}
+
 /** A moderation guardrail with categories of its own, which only the builtin engine or a chat judge can check. */
 function hasExtraCategories(guardrail: GuardrailRecord): boolean {
   return guardrail.type === 'moderation' && Boolean(guardrail.config.extraCategories);
@@ -242,8 +247,7 @@ export class GuardrailService {
     for (const guardrail of await this.store.judgedBy(trx, scope, modelKey)) {
       if (!guardrail.enabled) continue;
       const needs = judgeNeeds(guardrail.type, guardrail.config);
-      const serves = (capabilities: readonly Capability[]) => needs!.capabilities.some((c) => capabilities.includes(c));
-      if (needs && (!change || (serves(change.before) && !serves(change.after)))) {
+      if (needs && (!change || (serves(needs, change.before) && !serves(needs, change.after)))) {
         throw ERRORS.conflict(`Model "${modelKey}" judges for guardrail "${guardrail.key}" (${needs.why}); change or disable the guardrail first`);
       }
       // A judge that gains moderation is asked through its moderation endpoint, which knows none of the extra
