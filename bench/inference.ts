@@ -409,7 +409,8 @@ export async function inference(argv: string[] = process.argv.slice(2)): Promise
         await guarded(g, `${opts.streams} held streams`, async () => {
           const held = await heldStreams(g.host, g.port, g.hold, opts.streams);
           results.get(g.name)!.held = held;
-          write(`${g.name}: ${held.ok}/${held.streams} held streams ok, at most ${held.maxOpen} open at once, ${held.errors} errors${held.errorKinds.length ? ` (${held.errorKinds.join('; ')})` : ''}`);
+          const kernel = held.kernel ? `; kernel: ${held.kernel.listenOverflows} listen overflows, ${held.kernel.synRetransmits} SYN retransmits` : '';
+          write(`${g.name}: ${held.ok}/${held.streams} held streams ok, at most ${held.maxOpen} open at once, ${held.errors} errors${held.errorKinds.length ? ` (${held.errorKinds.join('; ')})` : ''}${kernel}`);
         });
         await settle(pids);
       }
@@ -584,11 +585,12 @@ function report(opts: Options, gateways: Gateway[], results: Map<string, TargetR
     write(`${opts.streams} streams started together, each on its own connection, held about ${((opts.chunks + 3) * opts.holdChunkMs) / 1000} s by the upstream`);
     write(
       table(
-        ['target', 'ok', 'errors', 'max open at once', 'with usage', 'TTFB p50 ms', 'TTFB p99 ms', 'seconds', 'error kinds'],
+        ['target', 'ok', 'errors', 'max open at once', 'with usage', 'TTFB p50 ms', 'TTFB p99 ms', 'seconds', 'listen overflows, SYN retransmits', 'error kinds'],
         names.map((n) => {
           const h = results.get(n)!.held;
-          if (!h) return [n, '-', '-', '-', '-', '-', '-', '-', ''];
-          return [n, h.ok, h.errors, h.maxOpen, h.withUsage, show(h.ttfbP50), show(h.ttfbP99), h.seconds.toFixed(2), h.errorKinds.join('; ')];
+          if (!h) return [n, '-', '-', '-', '-', '-', '-', '-', '-', ''];
+          const kernel = h.kernel ? `${h.kernel.listenOverflows}, ${h.kernel.synRetransmits}` : '-';
+          return [n, h.ok, h.errors, h.maxOpen, h.withUsage, show(h.ttfbP50), show(h.ttfbP99), h.seconds.toFixed(2), kernel, h.errorKinds.join('; ')];
         }),
       ),
     );

@@ -2,6 +2,7 @@
  * Streaming measurements for the inference benchmark: time to first byte of SSE chat completions at concurrency 1,
  * and many streams held open at once.
  */
+import fs from 'node:fs';
 import http from 'node:http';
 import { percentile, type Target } from './measure.js';
 
@@ -123,6 +124,27 @@ export interface HeldStreams {
   ttfbP50: number;
   ttfbP99: number;
   seconds: number;
+  /**
+   * The machine's TCP counters over the burst (`/proc/net/netstat`; null without it): connections a full accept
+   * queue refused (`ListenOverflows`) and SYNs sent again (`TCPSynRetrans`, 1 s and then 3 s later). A stream whose
+   * SYN had to be sent again starts that much later, which shows as fewer at once and a TTFB p99 of 1 s or 3 s more.
+   */
+  kernel: { listenOverflows: number; synRetransmits: number } | null;
+}
+
+/** TcpExt counters by name, from /proc/net/netstat (a header line of names, then a line of values); null without it. */
+function tcpExtCounters(): Map<string, number> | null {
+  let text: string;
+  try {
+    text = fs.readFileSync('/proc/net/netstat', 'utf8');
+  } catch {
+    return null;
+  }
+  const [names, values] = text.split('\n').filter((line) => line.startsWith('TcpExt:'));
+  if (!names || !values) return null;
+  const keys = names.split(/\s+/).slice(1);
+  const numbers = values.split(/\s+/).slice(1).map(Number);
+  return new Map(keys.map((key, i) => [key, numbers[i] ?? 0]));
 }
 
 /**
@@ -132,6 +154,7 @@ export interface HeldStreams {
  */
 export async function heldStreams(host: string, port: number, target: Target, count: number, timeoutMs = 120_000): Promise<HeldStreams> {
   const agent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
+  const countersBefore = tcpExtCounters();
   let open = 0;
   let maxOpen = 0;
   const started = performance.now();
@@ -149,6 +172,8 @@ export async function heldStreams(host: string, port: number, target: Target, co
       }),
     );
     const seconds = (performance.now() - started) / 1000;
+    const countersAfter = tcpExtCounters();
+    const grew = (name: string) => (countersAfter?.get(name) ?? 0) - (countersBefore?.get(name) ?? 0);
     const kinds = new Map<string, number>();
     let ok = 0;
     let withUsage = 0;
@@ -171,6 +196,7 @@ export async function heldStreams(host: string, port: number, target: Target, co
       ttfbP50: percentile(ttfb, 50),
       ttfbP99: percentile(ttfb, 99),
       seconds,
+      kernel: countersBefore && countersAfter ? { listenOverflows: grew('ListenOverflows'), synRetransmits: grew('TCPSynRetrans') } : null,
     };
   } finally {
     agent.destroy();
