@@ -7,21 +7,42 @@ import type { JsonObject, Usage } from './types.js';
  * any other letter is a token of its own, and so is each punctuation mark.
  */
 export function estimateTokens(text: string): number {
-  // One pass over the UTF-16 code units, the rule above as a regular expression would read it
-  // (/[A-Za-z0-9]+|[^\sA-Za-z0-9]/g): matchAll made a match object for every piece, some 1,000 instructions a piece.
-  let tokens = 0;
-  let run = 0;
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    if (isAsciiLetterOrDigit(code)) {
-      run++;
-      continue;
+  const counter = new TokenCounter();
+  counter.add(text);
+  return counter.total;
+}
+
+/**
+ * estimateTokens of the texts added so far, joined, without keeping them. A stream's text arrives piece by piece and
+ * is counted only when its upstream sends no usage: joining it kept every piece alive for the whole stream, for
+ * nothing in most streams. A run of letters or digits may go on in the next piece, so its length is carried over.
+ */
+export class TokenCounter {
+  private tokens = 0;
+  /** ASCII letters and digits at the end of what was added, not counted yet. */
+  private run = 0;
+
+  add(text: string): void {
+    // One pass over the UTF-16 code units, the rule above as a regular expression would read it
+    // (/[A-Za-z0-9]+|[^\sA-Za-z0-9]/g): matchAll made a match object for every piece, some 1,000 instructions a piece.
+    let { tokens, run } = this;
+    for (let i = 0; i < text.length; i++) {
+      const code = text.charCodeAt(i);
+      if (isAsciiLetterOrDigit(code)) {
+        run++;
+        continue;
+      }
+      if (run > 0) tokens += Math.ceil(run / 4);
+      run = 0;
+      if (!isWhitespace(code)) tokens++;
     }
-    if (run > 0) tokens += Math.ceil(run / 4);
-    run = 0;
-    if (!isWhitespace(code)) tokens++;
+    this.tokens = tokens;
+    this.run = run;
   }
-  return run > 0 ? tokens + Math.ceil(run / 4) : tokens;
+
+  get total(): number {
+    return this.run > 0 ? this.tokens + Math.ceil(this.run / 4) : this.tokens;
+  }
 }
 
 function isAsciiLetterOrDigit(code: number): boolean {

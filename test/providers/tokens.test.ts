@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { contentText, estimateChatInput, estimateEmbeddingInput, estimateTokens, MAX_REPORTED_TOKENS, tokenCount, usageOf } from '../../src/providers/tokens.js';
+import { contentText, estimateChatInput, estimateEmbeddingInput, estimateTokens, MAX_REPORTED_TOKENS, TokenCounter, tokenCount, usageOf } from '../../src/providers/tokens.js';
 
 /** Unit tests of the token estimator used when an upstream reports no usage and for budget reservations. */
 
@@ -73,6 +73,28 @@ describe('estimateTokens', () => {
     fc.assert(
       fc.property(fc.string({ maxLength: 40 }), fc.string({ maxLength: 40 }), (a, b) => {
         expect(estimateTokens(`${a} ${b}`)).toBeGreaterThanOrEqual(estimateTokens(a));
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('TokenCounter', () => {
+  it('counts a run of letters cut between two pieces once, as the joined text', () => {
+    const counter = new TokenCounter();
+    counter.add('abc');
+    counter.add('defgh, ');
+    expect(counter.total).toBe(estimateTokens('abcdefgh, '));
+    expect(counter.total).toBe(3);
+  });
+
+  it('counts pieces as estimateTokens counts them joined, however a text is cut', () => {
+    const piece = fc.string({ unit: fc.constantFrom('a', 'Z', '7', ' ', '\n', ',', 'é', '日', '\u2028', '\ud83d\ude00'), maxLength: 12 });
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 12 }), (pieces) => {
+        const counter = new TokenCounter();
+        for (const p of pieces) counter.add(p);
+        expect(counter.total).toBe(estimateTokens(pieces.join('')));
       }),
       { numRuns: 300 },
     );

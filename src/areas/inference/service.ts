@@ -8,7 +8,7 @@ import { unixSeconds } from '../../platform/time.js';
 import { lazy } from '../../platform/lazy.js';
 import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
-import { estimateChatInput, estimateChatOutput, estimateEmbeddingInput, estimateTokens, openAiUsage, usageOf, writtenText } from '../../providers/tokens.js';
+import { estimateChatInput, estimateChatOutput, estimateEmbeddingInput, openAiUsage, TokenCounter, usageOf, writtenText } from '../../providers/tokens.js';
 import { outputLimitField } from '../../providers/openai-compatible.js';
 import type { Capability, ChatChunk, JsonObject, JsonResult, ModelTarget, Provider, ProviderType, Usage } from '../../providers/types.js';
 import type { Judge } from '../guardrails/engines.js';
@@ -602,13 +602,13 @@ export class InferenceService {
     options: { reservation: Reservation; estimateInput: () => number; includeUsage: boolean; upstreamStartedAt: number; guard?: (chunks: AsyncIterable<ChatChunk>) => AsyncIterable<ChatChunk> },
   ): AsyncGenerator<string> {
     let usage: Usage | null = null;
-    let text = '';
+    const written = new TokenCounter();
     let status = 200;
     let last: ChatChunk | null = null;
     const count = (chunk: ChatChunk) => {
       if (chunk.data.usage) usage = usageOf(chunk.data, true) ?? usage;
       const choices = chunk.data.choices as { delta?: unknown }[] | undefined;
-      if (Array.isArray(choices)) for (const choice of choices) text += writtenText(choice?.delta);
+      if (Array.isArray(choices)) for (const choice of choices) written.add(writtenText(choice?.delta));
     };
     const { guard } = options;
     const counted = async function* (): AsyncGenerator<ChatChunk> {
@@ -634,7 +634,7 @@ export class InferenceService {
         if (++framed === 1) await nextMacrotask();
       }
       if (!usage) {
-        usage = { inputTokens: options.estimateInput(), outputTokens: estimateTokens(text), estimated: true };
+        usage = { inputTokens: options.estimateInput(), outputTokens: written.total, estimated: true };
         if (options.includeUsage) {
           const base = last?.data ?? {};
           const head = { id: base.id ?? `chatcmpl-${randomUUID()}`, object: 'chat.completion.chunk', created: base.created ?? unixSeconds(Date.now()), model: base.model ?? model.record.key };
@@ -661,7 +661,7 @@ export class InferenceService {
     } finally {
       // Also reached when the client disconnects mid-stream (the generator is closed): what was streamed is billed.
       if (caller.signal.aborted && status === 200) status = STATUS_CLIENT_CLOSED;
-      usage ??= { inputTokens: options.estimateInput(), outputTokens: estimateTokens(text), estimated: true };
+      usage ??= { inputTokens: options.estimateInput(), outputTokens: written.total, estimated: true };
       await this.endStream(caller, model, options, usage, status);
     }
   }
