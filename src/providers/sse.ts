@@ -11,6 +11,7 @@ const MAX_EVENT_BYTES = 4 * 1024 * 1024;
 /** A line ends at CRLF, LF or a lone CR (the SSE grammar). */
 const LINE_END = /\r\n|\r|\n/g;
 const CR = 13;
+const SPACE = 32;
 
 /**
  * Server-sent events from a byte stream (\n, \r\n or \r line ends); comments and ids are skipped. They come in
@@ -21,25 +22,27 @@ export async function* sseBatches(body: AsyncIterable<Buffer>): AsyncGenerator<S
   const decoder = new TextDecoder();
   let buffered = '';
   let event: string | null = null;
-  let data: string[] = [];
+  /** The event's data lines so far, joined with \n; null before its first. */
+  let data: string | null = null;
   let size = 0;
   /** Takes one line; returns the event it completes, if any. */
   const line = (text: string): SseEvent | null => {
     if (text === '') {
-      const done = data.length > 0 ? { event, data: data.join('\n') } : null;
+      const done = data !== null ? { event, data } : null;
       event = null;
-      data = [];
+      data = null;
       size = 0;
       return done;
     }
     if (text.startsWith(':')) return null;
     const colon = text.indexOf(':');
     const field = colon === -1 ? text : text.slice(0, colon);
-    const value = colon === -1 ? '' : text.slice(colon + 1).replace(/^ /, '');
+    // One space after the colon is not part of the value.
+    const value = colon === -1 ? '' : text.slice(text.charCodeAt(colon + 1) === SPACE ? colon + 2 : colon + 1);
     if (field === 'data') {
       size += value.length;
       if (size > MAX_EVENT_BYTES) throw new UpstreamError('malformed', 'Upstream stream sent an over-long event');
-      data.push(value);
+      data = data === null ? value : `${data}\n${value}`;
     } else if (field === 'event') event = value;
     return null;
   };
