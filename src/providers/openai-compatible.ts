@@ -1,4 +1,5 @@
 import { openAiErrorBody, UpstreamError } from './errors.js';
+import { withFirst } from '../platform/iterables.js';
 import { isJsonObject } from '../platform/text.js';
 import { parseEvent, parseObject, type UpstreamClient } from './http.js';
 import { sseBatches } from './sse.js';
@@ -148,16 +149,8 @@ async function streamedChunks(body: AsyncIterable<Buffer>, complete: () => void)
   // Chunks of white space alone mean nothing to either format.
   while (!first.done && (visible = first.value.findIndex((byte) => byte > SPACE)) === -1) first = await reader.next();
   if (first.done) throw new UpstreamError('malformed', 'Upstream answered the stream with an empty body');
-  const head = first.value;
-  const whole = (async function* () {
-    try {
-      yield head;
-      for (let next = await reader.next(); !next.done; next = await reader.next()) yield next.value;
-    } finally {
-      await reader.return?.();
-    }
-  })();
-  return head[visible] === OPEN_BRACE ? completionChunks(whole) : openAiChunks(whole, complete);
+  const whole = withFirst(first, reader);
+  return first.value[visible] === OPEN_BRACE ? completionChunks(whole) : openAiChunks(whole, complete);
 }
 
 /** Largest non-streamed answer replayed as a stream (what a JSON answer may hold). */

@@ -5,6 +5,7 @@ import { AppError, ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
 import { DependencyUnavailableError } from '../../platform/errors.js';
 import { unixSeconds } from '../../platform/time.js';
+import { withFirst } from '../../platform/iterables.js';
 import { lazy } from '../../platform/lazy.js';
 import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
@@ -165,21 +166,11 @@ export function abandonedUsage(attempts: Pick<Attempts, 'reachedUpstream'>, stat
 /**
  * A stream whose first chunk has been read. Until then nothing reached the client, so a failure there (Anthropic's
  * `overloaded_error` as the first event, a reset, an empty body) hands over to the next fallback model like a failure
- * before the response headers. The chunk is handed out again as the stream's first; no generator sits in between.
+ * before the response headers. The chunk is handed out again as the stream's first.
  */
 async function withFirstRead<T>(chunks: AsyncIterable<T>): Promise<AsyncIterable<T>> {
   const rest = chunks[Symbol.asyncIterator]();
-  let first: IteratorResult<T> | null = await rest.next();
-  const iterator: AsyncIterator<T> = {
-    next: () => {
-      if (!first) return rest.next();
-      const result = first;
-      first = null;
-      return Promise.resolve(result);
-    },
-    return: async (value?: unknown) => (rest.return ? rest.return(value) : { done: true, value: value as T }),
-  };
-  return { [Symbol.asyncIterator]: () => iterator };
+  return withFirst(await rest.next(), rest);
 }
 
 /** The highest prices among the models a call may be answered by: a fallback then never costs more than was reserved. */
