@@ -13,7 +13,10 @@ export function withFirst<T>(first: IteratorResult<T>, rest: AsyncIterator<T>): 
       pending = null;
       return Promise.resolve(result);
     },
-    return: async (value?: unknown) => (rest.return ? rest.return(value) : { done: true, value: value as T }),
+    return: async (value?: unknown) => {
+      pending = null;
+      return rest.return ? rest.return(value) : { done: true, value: value as T };
+    },
   };
   return { [Symbol.asyncIterator]: () => iterator };
 }

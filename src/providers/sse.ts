@@ -40,7 +40,8 @@ export async function* sseBatches(body: AsyncIterable<Buffer>): AsyncGenerator<S
     // One space after the colon is not part of the value.
     const value = colon === -1 ? '' : text.slice(text.charCodeAt(colon + 1) === SPACE ? colon + 2 : colon + 1);
     if (field === 'data') {
-      size += value.length;
+      // The line breaks between data lines count too: endless empty data lines are an over-long event as well.
+      size += data === null ? value.length : value.length + 1;
       if (size > MAX_EVENT_BYTES) throw new UpstreamError('malformed', 'Upstream stream sent an over-long event');
       data = data === null ? value : `${data}\n${value}`;
     } else if (field === 'event') event = value;

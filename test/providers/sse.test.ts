@@ -46,6 +46,28 @@ describe('sseBatches', () => {
     expect(seen).toEqual(['ok']);
   });
 
+  it('reads empty data lines as the SSE grammar does: an empty value, and a line break between two', async () => {
+    expect(await collect('data:\n\ndata\n\ndata: \n\ndata:\ndata:\n\nevent: only\n\n')).toEqual([
+      { event: null, data: '' },
+      { event: null, data: '' },
+      { event: null, data: '' },
+      { event: null, data: '\n' },
+    ]);
+  });
+
+  // Regression (review): the line breaks between data lines were not counted, so endless empty data lines grew an
+  // event without bound.
+  it('rejects an event made of endless empty data lines', async () => {
+    const lines = Buffer.from('data:\n'.repeat(64 * 1024));
+    async function* endless(): AsyncGenerator<Buffer> {
+      for (let i = 0; i < 70; i++) yield lines; // 4.5 M empty data lines, never a blank one
+    }
+    const consume = async () => {
+      for await (const batch of sseBatches(endless())) void batch;
+    };
+    await expect(consume()).rejects.toMatchObject({ failure: 'malformed' });
+  });
+
   it('reads \\r\\n line ends the same way', async () => {
     expect(await collect('event: ping\r\ndata: {"a":1}\r\n\r\ndata: two\r\n\r\n')).toEqual([
       { event: 'ping', data: '{"a":1}' },
