@@ -282,7 +282,7 @@ export class ModelService {
     try {
       await this.transaction(async (trx) => {
         // A new model breaks no working link: a guardrail can only name a key without a model behind it already broken.
-        await this.checkLinks(scope, ready, input.guardrails !== undefined, { before: [], after: ready.capabilities }, trx);
+        await this.checkLinks(scope, ready, input.guardrails !== undefined, [], trx);
         await this.store.insert(trx, ready);
       });
     } catch (err) {
@@ -311,7 +311,7 @@ export class ModelService {
       try {
         return await this.transaction(async (trx) => {
           if ((await this.store.hold(trx, scope, key)) !== current.updatedAt) return null;
-          await this.checkLinks(scope, next, relink, { before: current.capabilities, after: next.capabilities }, trx);
+          await this.checkLinks(scope, next, relink, current.capabilities, trx);
           return (await this.store.update(trx, next, relink)) ? next : null;
         });
       } catch (err) {
@@ -348,11 +348,11 @@ export class ModelService {
 
   /**
    * The rules between the model and the guardrails, run inside the transaction that writes the model.
-   * `attaching`: its guardrails were sent, so they are checked too. `change`: the capabilities before and after.
+   * `attaching`: its guardrails were sent, so they are checked too. `before`: the capabilities it had (none when new).
    */
-  private async checkLinks(scope: ProjectScope, model: ModelRecord, attaching: boolean, change: CapabilityChange, trx: Db): Promise<void> {
+  private async checkLinks(scope: ProjectScope, model: ModelRecord, attaching: boolean, before: readonly Capability[], trx: Db): Promise<void> {
     if (attaching) await this.guardrails.checkAttached(scope, model.key, model.guardrails, trx);
-    await this.guardrails.checkJudgeChange(scope, model.key, change, trx);
+    await this.guardrails.checkJudgeChange(scope, model.key, { before, after: model.capabilities }, trx);
   }
 
   private missingOrBuiltIn(key: string) {
