@@ -31,7 +31,7 @@ import { functionCosts, readPerfMap, type FunctionCost } from './lib/callgrind.j
 import { loadedAmount, median } from './lib/measure.js';
 import { cleanupsOnExit, wholeNumber } from './lib/options.js';
 import { table } from './lib/report.js';
-import { REPO_ROOT, startServer, transpileRef, transpileSources, type BenchServer } from './lib/server.js';
+import { buildsToCompare, REPO_ROOT, startServer, type BenchServer } from './lib/server.js';
 import { startUpstream, type UpstreamProcess } from './lib/upstream.js';
 import { RedisCache } from '../src/platform/cache.js';
 import { REDIS_KEY_PREFIX } from '../src/platform/redis.js';
@@ -190,15 +190,8 @@ export async function instructions(argv: string[]): Promise<void> {
   }
   const cleanups = cleanupsOnExit();
   try {
-    const builds: Build[] = [];
-    const current = await transpileSources({ name: 'current' });
-    cleanups.add(async () => current.remove());
-    builds.push({ label: 'this checkout', main: current.main });
-    if (opts.against) {
-      const against = await transpileRef(opts.against);
-      cleanups.add(async () => against.remove());
-      builds.unshift({ label: against.label, main: against.main });
-    }
+    const { current, against } = await buildsToCompare(opts.against, cleanups);
+    const builds: Build[] = [...(against ? [against] : []), { label: 'this checkout', main: current }];
     const upstream = await startUpstream({ cpus: null, chunks: 8, holdChunkMs: 250 });
     cleanups.add(() => upstream.stop());
     process.stdout.write(`Instructions per non-stream chat request (callgrind), ${opts.requests} requests at concurrency ${opts.connections} after ${opts.warmup}\n`);

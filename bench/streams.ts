@@ -16,7 +16,7 @@ import { gateway, setupWaygate, startFloor, WAYGATE_MODEL, type Gateway } from '
 import { median } from './lib/measure.js';
 import { cleanupsOnExit, wholeNumber } from './lib/options.js';
 import { pinSelf, table } from './lib/report.js';
-import { cpuSecondsOf, hasTaskset, startServer, transpileRef, transpileSources } from './lib/server.js';
+import { buildsToCompare, cpuSecondsOf, hasTaskset, startServer } from './lib/server.js';
 import { streamOnce } from './lib/stream.js';
 import { startUpstream } from './lib/upstream.js';
 
@@ -79,15 +79,8 @@ export async function streams(argv: string[]): Promise<void> {
     const floor = await startFloor(upstream, gatewayCpus, true);
     cleanups.add(() => floor.server.stop());
     const targets: Gateway[] = [floor.gateway];
-    const builds: { label: string; main: string }[] = [];
-    const here = await transpileSources({ name: 'streams' });
-    cleanups.add(async () => here.remove());
-    builds.push({ label: 'Waygate', main: here.main });
-    if (opts.against) {
-      const against = await transpileRef(opts.against);
-      cleanups.add(async () => against.remove());
-      builds.push({ label: `Waygate at ${opts.against}`, main: against.main });
-    }
+    const { current, against } = await buildsToCompare(opts.against, cleanups);
+    const builds = [{ label: 'Waygate', main: current }, ...(against ? [{ label: `Waygate at ${against.label}`, main: against.main }] : [])];
     for (const build of builds) {
       const server = await startServer({ entry: 'tsx', mainFile: build.main, logLevel: 'info', cpus: gatewayCpus });
       cleanups.add(() => server.stop());

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
+import type { Cleanups } from './options.js';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -179,7 +180,7 @@ export async function transpileSources(options: { srcDir?: string; name?: string
 }
 
 /** A commit's src/ from a temporary git worktree, transpiled as transpileSources() does; remove() deletes both. */
-export async function transpileRef(ref: string): Promise<{ label: string; main: string; remove(): void }> {
+async function transpileRef(ref: string): Promise<{ label: string; main: string; remove(): void }> {
   const worktree = fs.mkdtempSync(path.join(os.tmpdir(), 'waygate-against-'));
   execFileSync('git', ['worktree', 'add', '--detach', worktree, ref], { cwd: REPO_ROOT, stdio: 'ignore' });
   const removeWorktree = () => execFileSync('git', ['worktree', 'remove', '--force', worktree], { cwd: REPO_ROOT, stdio: 'ignore' });
@@ -197,6 +198,19 @@ export async function transpileRef(ref: string): Promise<{ label: string; main: 
     removeWorktree();
     throw err;
   }
+}
+
+/**
+ * What an A/B tool compares: this checkout's src/ and, with `ref`, that commit's, each transpiled (the main files)
+ * and removed by `cleanups`.
+ */
+export async function buildsToCompare(ref: string | undefined, cleanups: Cleanups): Promise<{ current: string; against: { label: string; main: string } | null }> {
+  const current = await transpileSources({ name: 'current' });
+  cleanups.add(async () => current.remove());
+  if (!ref) return { current: current.main, against: null };
+  const against = await transpileRef(ref);
+  cleanups.add(async () => against.remove());
+  return { current: current.main, against };
 }
 
 /** A field of /proc/<pid>/status in MB (VmRSS: resident now, VmHWM: peak resident); NaN without /proc. */
