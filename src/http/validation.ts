@@ -54,12 +54,49 @@ export function compileBodyValidator(schema: object): Validate {
   return lazyValidator(bodyAjv, schema);
 }
 
-/** One readable sentence naming the field and the rule, e.g. `body.role must be one of: owner, admin`. */
-export function formatValidationError(errors: readonly Partial<ErrorObject>[], part: string): string {
-  const error = errors[0];
-  if (!error) return `Invalid ${part}`;
+type ValidationError = Partial<ErrorObject>;
+
+/**
+ * One readable sentence naming the field and the rule, e.g. `body.role must be one of: owner, admin`. A value that no
+ * branch of a union accepts is described by the branch it fits best (see `unionMessage`), so the order of a union's
+ * branches does not decide what the error says.
+ */
+export function formatValidationError(errors: readonly ValidationError[], part: string): string {
+  const last = errors[errors.length - 1];
+  if (last?.keyword === 'anyOf') return unionMessage(errors, last, part);
+  return errors[0] ? describe(errors[0], part) : `Invalid ${part}`;
+}
+
+/**
+ * Ajv lists each branch's first error before the union's own. A branch that failed on a finer rule than its type (a
+ * bound, an item, a field) is the one the value was meant for: `input: []` is a list that is empty, not a string. When
+ * every branch refused the type itself, the answer lists the types the field takes.
+ */
+function unionMessage(errors: readonly ValidationError[], union: ValidationError, part: string): string {
+  const branches = errors.filter((e) => e.schemaPath?.startsWith(`${union.schemaPath}/`));
+  const fitting = branches.find((e) => e.keyword !== 'anyOf' && !(e.keyword === 'type' && e.instancePath === union.instancePath));
+  if (!fitting) {
+    const types = [...new Set(branches.filter((e) => e.keyword === 'type').map((e) => String((e.params as { type?: unknown }).type)))];
+    return `${fieldOf(union, part)} must be of type ${types.length > 0 ? orList(types) : 'another kind'}`;
+  }
+  // The fitting error may sit in a union inside the branch: that union (the outermost such) is described the same way.
+  const inner = branches
+    .filter((e) => e.keyword === 'anyOf' && fitting.schemaPath!.startsWith(`${e.schemaPath}/`))
+    .sort((a, b) => a.schemaPath!.length - b.schemaPath!.length)[0];
+  return inner ? unionMessage(errors, inner, part) : describe(fitting, part);
+}
+
+function orList(items: readonly string[]): string {
+  return items.length === 1 ? items[0]! : `${items.slice(0, -1).join(', ')} or ${items[items.length - 1]}`;
+}
+
+function fieldOf(error: ValidationError, part: string): string {
+  return [part, ...(error.instancePath ?? '').split('/').filter(Boolean)].join('.');
+}
+
+function describe(error: ValidationError, part: string): string {
   const params = (error.params ?? {}) as Record<string, unknown>;
-  const base = [part, ...(error.instancePath ?? '').split('/').filter(Boolean)].join('.');
+  const base = fieldOf(error, part);
   switch (error.keyword) {
     case 'required':
       return `${base}.${String(params.missingProperty)} is required`;

@@ -21,8 +21,7 @@ const ToolCall = Type.Object({ function: Type.Optional(FunctionCall) }, open);
 const Message = Type.Object(
   {
     role: StringEnum(['system', 'developer', 'user', 'assistant', 'tool', 'function']),
-    // Parts first: a bad part is then named in the error ("content.0.text must be of type string").
-    content: Type.Optional(Type.Union([Type.Array(ContentPart), Type.String(), Type.Null()])),
+    content: Type.Optional(Type.Union([Type.String(), Type.Array(ContentPart), Type.Null()])),
     refusal: Type.Optional(Type.Union([Type.String(), Type.Null()])),
     reasoning_content: Type.Optional(Type.Union([Type.String(), Type.Null()])),
     reasoning: Type.Optional(Type.Union([Type.String(), Type.Null()])),
