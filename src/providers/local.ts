@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ERRORS } from '../http/errors.js';
-import { contentText, estimateChatInput, estimateEmbeddingInput, estimateTokens, openAiUsage } from './tokens.js';
+import { choiceCount, contentText, estimateChatInput, estimateEmbeddingInput, estimateTokens, openAiUsage } from './tokens.js';
 import type { CallOptions, ChatChunk, JsonObject, JsonResult, ModelTarget, Provider } from './types.js';
 import { unixSeconds } from '../platform/time.js';
 
@@ -12,7 +12,7 @@ export const LOCAL_EMBED_DIMENSIONS = 384;
 /**
  * The built-in chat model's whole behaviour, documented in the README: it answers `Echo: ` followed by the text of
  * the last user message (or "Hello from Waygate." when there is none), cut to `max_completion_tokens` /
- * `max_tokens` (then finish_reason is "length"). Token counts use Waygate's estimator.
+ * `max_tokens` (then finish_reason is "length"), as each of the `n` choices. Token counts use Waygate's estimator.
  */
 export function localReply(body: JsonObject): string {
   const messages = Array.isArray(body.messages) ? (body.messages as JsonObject[]) : [];
@@ -40,41 +40,54 @@ function maxTokensOf(body: JsonObject): number | undefined {
   return typeof value === 'number' ? value : undefined;
 }
 
-/** A chat.completion answering `reply` to `body`, with counted usage (local and mock models). */
+/**
+ * A chat.completion answering `reply` to `body` in each of its `n` choices, with counted usage (local and mock
+ * models). A client that asks for several choices reads `choices[1]`: one choice would break it.
+ */
 export function completionFromText(body: JsonObject, reply: string, model: string): JsonResult {
   const { pieces, truncated } = replyPieces(reply, maxTokensOf(body));
   const content = pieces.join('').trimStart();
+  const choices = choiceCount(body);
   const input = estimateChatInput(body);
-  const output = estimateTokens(content);
+  const output = estimateTokens(content) * choices;
   const completion = {
     id: `chatcmpl-${randomUUID()}`,
     object: 'chat.completion',
     created: unixSeconds(Date.now()),
     model,
-    choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, finish_reason: truncated ? 'length' : 'stop', logprobs: null }],
+    choices: Array.from({ length: choices }, (_, index) => ({
+      index,
+      message: { role: 'assistant', content, refusal: null },
+      finish_reason: truncated ? 'length' : 'stop',
+      logprobs: null,
+    })),
     usage: openAiUsage({ inputTokens: input, outputTokens: output }),
   };
   return { body: completion, usage: { inputTokens: input, outputTokens: output, estimated: false } };
 }
 
-/** The same answer as chunks: role, one chunk per word, the finish reason, then usage. */
+/**
+ * The same answer as chunks: each choice's role, then one chunk per word and choice (the choices take turns, as
+ * OpenAI interleaves them), each choice's finish reason, then usage.
+ */
 export async function* chunksFromText(body: JsonObject, reply: string, model: string, pauseMs = 0, signal?: AbortSignal): AsyncGenerator<ChatChunk> {
   const { pieces, truncated } = replyPieces(reply, maxTokensOf(body));
+  const choices = choiceCount(body);
   const id = `chatcmpl-${randomUUID()}`;
   const created = unixSeconds(Date.now());
-  const chunk = (delta: JsonObject, finish: string | null = null): ChatChunk => ({
-    data: { id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }] },
+  const chunk = (index: number, delta: JsonObject, finish: string | null = null): ChatChunk => ({
+    data: { id, object: 'chat.completion.chunk', created, model, choices: [{ index, delta, finish_reason: finish, logprobs: null }] },
   });
-  yield chunk({ role: 'assistant', content: '' });
+  for (let index = 0; index < choices; index++) yield chunk(index, { role: 'assistant', content: '' });
   let first = true;
   for (const piece of pieces) {
     if (pauseMs > 0) await sleep(pauseMs, undefined, { signal });
-    yield chunk({ content: first ? piece.trimStart() : piece });
+    for (let index = 0; index < choices; index++) yield chunk(index, { content: first ? piece.trimStart() : piece });
     first = false;
   }
-  yield chunk({}, truncated ? 'length' : 'stop');
+  for (let index = 0; index < choices; index++) yield chunk(index, {}, truncated ? 'length' : 'stop');
   const input = estimateChatInput(body);
-  const output = estimateTokens(pieces.join(''));
+  const output = estimateTokens(pieces.join('').trimStart()) * choices;
   yield { data: { id, object: 'chat.completion.chunk', created, model, choices: [], usage: openAiUsage({ inputTokens: input, outputTokens: output }) } };
 }
 

@@ -100,6 +100,11 @@ export function estimateChatOutput(completion: Record<string, unknown>): number 
   return tokens;
 }
 
+/** How many choices a chat call asks for (`n`). max_tokens bounds each of them, and usage sums them all. */
+export function choiceCount(body: JsonObject): number {
+  return typeof body.n === 'number' && Number.isInteger(body.n) && body.n > 1 ? body.n : 1;
+}
+
 /** Estimated prompt tokens of a chat request's messages (and tool definitions, which count as prompt). */
 export function estimateChatInput(body: Record<string, unknown>): number {
   let tokens = PER_REPLY;

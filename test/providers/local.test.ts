@@ -121,6 +121,37 @@ describe('built-in local models', () => {
       expect(chunks.map((c) => c.choices[0]?.delta.content ?? '').join('').length).toBeLessThan('Echo: one two three four five six'.length);
     });
 
+    it('answers each of the n choices asked for, usage summing them, plain and streamed', async () => {
+      const body = chatBody('local-chat', { messages: [{ role: 'user', content: 'three of these' }], n: 3 });
+      const res = await chat(body);
+      expect(res.statusCode, res.body).toBe(200);
+      const json = res.json();
+      expect(json.choices).toEqual([0, 1, 2].map((index) => ({ index, message: { role: 'assistant', content: 'Echo: three of these', refusal: null }, finish_reason: 'stop', logprobs: null })));
+      const perChoice = estimateTokens('Echo: three of these');
+      expect(json.usage).toEqual({ prompt_tokens: estimateChatInput(body), completion_tokens: 3 * perChoice, total_tokens: estimateChatInput(body) + 3 * perChoice });
+
+      const chunks = streamChunks((await chat({ ...body, stream: true, stream_options: { include_usage: true } })).body);
+      const byChoice = [0, 1, 2].map((index) => chunks.flatMap((c) => c.choices.filter((choice) => (choice as { index?: number }).index === index)));
+      for (const choice of byChoice) {
+        expect(choice[0]!.delta.role).toBe('assistant');
+        expect(choice.map((c) => c.delta.content ?? '').join('')).toBe('Echo: three of these');
+        expect(choice.filter((c) => c.finish_reason !== null).map((c) => c.finish_reason)).toEqual(['stop']);
+      }
+      expect(chunks.at(-1)!.usage).toEqual(json.usage);
+      // A cut applies to each choice.
+      const cut = (await chat({ ...body, max_tokens: 2 })).json();
+      expect(cut.choices.map((c: { finish_reason: string }) => c.finish_reason)).toEqual(['length', 'length', 'length']);
+    });
+
+    it('refuses a choice count OpenAI refuses', async () => {
+      for (const n of [0, -1, 1.5, 129, '2', true]) {
+        const res = await chat(chatBody('local-chat', { n }));
+        expect(res.statusCode, `${JSON.stringify(n)}: ${res.body}`).toBe(400);
+        expect(res.json().error.message).toMatch(/^body\.n /);
+      }
+      for (const n of [null, 1, 128]) expect((await chat(chatBody('local-chat', { n }))).statusCode, JSON.stringify(n)).toBe(200);
+    });
+
     it('offers no embeddings, and local-embed offers no chat', async () => {
       expect((await embed({ model: 'local-chat', input: 'x' })).statusCode).toBe(400);
       expect((await chat(chatBody('local-embed'))).statusCode).toBe(400);

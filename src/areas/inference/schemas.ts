@@ -40,6 +40,8 @@ export const ChatBody = Type.Object(
     stream_options: Type.Optional(Type.Union([Type.Object({ include_usage: Type.Optional(Type.Boolean()) }, open), Type.Null()])),
     max_tokens: MaxTokens,
     max_completion_tokens: MaxTokens,
+    // OpenAI's bounds: budgets reserve max_tokens for each choice, so the count must be a real one.
+    n: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: 128 }), Type.Null()])),
   },
   open,
 );

@@ -9,7 +9,7 @@ import { withFirst } from '../../platform/iterables.js';
 import { lazy } from '../../platform/lazy.js';
 import { asText } from '../../platform/text.js';
 import { UpstreamError } from '../../providers/errors.js';
-import { estimateChatInput, estimateChatOutput, estimateEmbeddingInput, openAiUsage, TokenCounter, usageOf, writtenText } from '../../providers/tokens.js';
+import { choiceCount, estimateChatInput, estimateChatOutput, estimateEmbeddingInput, openAiUsage, TokenCounter, usageOf, writtenText } from '../../providers/tokens.js';
 import { outputLimitField } from '../../providers/openai-compatible.js';
 import type { Capability, ChatChunk, JsonObject, JsonResult, ModelTarget, Provider, ProviderType, Usage } from '../../providers/types.js';
 import type { Judge } from '../guardrails/engines.js';
@@ -84,11 +84,6 @@ function requestedMaxTokens(body: JsonObject): number | undefined {
     if (typeof value === 'number') limit = Math.max(limit ?? value, value);
   }
   return limit;
-}
-
-/** How many choices a chat call asks for (`n`). max_tokens bounds each of them, and usage sums them all. */
-function choiceCount(body: JsonObject): number {
-  return typeof body.n === 'number' && Number.isInteger(body.n) && body.n > 1 ? body.n : 1;
 }
 
 /** Output tokens a chat call may use in all: its max_tokens (or the default reserve) for every choice. */
