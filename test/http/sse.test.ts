@@ -42,7 +42,18 @@ describe('framesPerTick', () => {
       { text: 'd', later: false },
       { text: 'e', later: true },
     ];
-    expect(await batchesOf(planned(frames))).toEqual(['ab', 'cd', 'e']);
+    expect(await batchesOf(planned(frames))).toEqual(['a', 'b', 'cd', 'e']);
+  });
+
+  it('sends the first frame alone and begins the second batch a macrotask later (time to first byte)', async () => {
+    const batches = framesPerTick(planned(['a', 'b', 'c'].map((text) => ({ text, later: false }))));
+    expect(await batches.next()).toEqual({ done: false, value: 'a' });
+    // Queued once the first frame is handed over: it runs before the second batch is begun, as a response's write
+    // of the first frame does.
+    let turned = false;
+    setImmediate(() => (turned = true));
+    expect(await batches.next()).toEqual({ done: false, value: 'bc' });
+    expect(turned).toBe(true);
   });
 
   it('hands over the frames at hand without waiting for the next one', async () => {
@@ -66,8 +77,9 @@ describe('framesPerTick', () => {
 
   it('delivers the frames before a failure, then the failure', async () => {
     const failure = new Error('upstream broke');
-    const batches = framesPerTick(planned([{ text: 'a', later: false }, { text: 'b', later: false }], failure));
-    expect(await batches.next()).toEqual({ done: false, value: 'ab' });
+    const batches = framesPerTick(planned(['a', 'b', 'c'].map((text) => ({ text, later: false })), failure));
+    expect(await batches.next()).toEqual({ done: false, value: 'a' });
+    expect(await batches.next()).toEqual({ done: false, value: 'bc' });
     await expect(batches.next()).rejects.toBe(failure);
   });
 
@@ -137,9 +149,9 @@ describe('framesPerTick', () => {
       fc.asyncProperty(fc.array(frame, { maxLength: 40 }), async (frames) => {
         const batches = await batchesOf(planned(frames));
         expect(batches.join('')).toBe(frames.map((f) => f.text).join(''));
-        // Frames ready at once join the batch before them; each frame that waited opens a batch (the first one
-        // opens one anyway).
-        const opening = frames.filter((f, i) => i === 0 || f.later).length;
+        // Frames ready at once join the batch before them; each frame that waited opens a batch, and so do the first
+        // (it goes out alone) and the second.
+        const opening = frames.filter((f, i) => i <= 1 || f.later).length;
         expect(batches.length).toBe(opening);
       }),
       { numRuns: 200 },

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { setImmediate as nextMacrotask } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { AppError, ERRORS } from '../../http/errors.js';
 import type { ProjectScope } from '../../http/principal.js';
@@ -605,7 +604,6 @@ export class InferenceService {
     };
     try {
       // Unguarded (most streams): the upstream's chunks are read directly, without a generator in between.
-      let framed = 0;
       for await (const chunk of guard ? guard(counted()) : upstream) {
         if (!guard) count(chunk);
         last = chunk;
@@ -615,9 +613,6 @@ export class InferenceService {
         const usageChunk = chunk.data.usage !== undefined && !(Array.isArray(choices) && choices.length > 0);
         if (usageChunk && (!options.includeUsage || !usageOf(chunk.data, true))) continue;
         yield `data: ${chunk.raw ?? JSON.stringify(chunk.data)}\n\n`;
-        // The first frame leaves at once. Node holds a response's writes until the current tick ends, and with more
-        // upstream chunks already received that tick would last until all of them were framed.
-        if (++framed === 1) await nextMacrotask();
       }
       if (!usage) {
         usage = { inputTokens: options.estimateInput(), outputTokens: written.total, estimated: true };
