@@ -77,7 +77,7 @@ function unionMessage(errors: readonly ValidationError[], union: ValidationError
   const fitting = branches.find((e) => e.keyword !== 'anyOf' && !(e.keyword === 'type' && e.instancePath === union.instancePath));
   if (!fitting) {
     const types = [...new Set(branches.filter((e) => e.keyword === 'type').map((e) => String((e.params as { type?: unknown }).type)))];
-    return `${fieldOf(union, part)} must be of type ${types.length > 0 ? orList(types) : 'another kind'}`;
+    return types.length > 0 ? `${fieldOf(union, part)} must be of type ${orList(types)}` : describe(union, part);
   }
   // The fitting error may sit in a union inside the branch: that union (the outermost such) is described the same way.
   const inner = branches
