@@ -49,9 +49,15 @@ function contentBlocks(content: unknown): Block[] {
   });
 }
 
-function parseArguments(text: unknown): unknown {
+/**
+ * An earlier tool call's arguments as `tool_use.input`, which Anthropic takes only as an object. Arguments that are
+ * not one (a call cut off by max_tokens leaves half a JSON text in the history) are sent as `{}` (README), so that
+ * the conversation can go on.
+ */
+function parseArguments(text: unknown): JsonObject {
   try {
-    return typeof text === 'string' && text !== '' ? JSON.parse(text) : {};
+    const input: unknown = typeof text === 'string' && text !== '' ? JSON.parse(text) : {};
+    return isJsonObject(input) ? input : {};
   } catch {
     return {};
   }
@@ -154,11 +160,15 @@ export function fromAnthropicMessage(message: JsonObject, usage = anthropicUsage
   };
 }
 
-/** Anthropic's usage object as token counts, when it holds an input count. */
+/**
+ * Anthropic's usage object as token counts, when it holds both an input and an output count: with one missing the
+ * gateway counts the call itself, rather than bill its output as nothing.
+ */
 function anthropicUsage(value: unknown): Usage | null {
   const usage = (isJsonObject(value) ? value : {}) as { input_tokens?: unknown; output_tokens?: unknown };
   const input = tokenCount(usage.input_tokens);
-  return input === undefined ? null : { inputTokens: input, outputTokens: tokenCount(usage.output_tokens) ?? 0, estimated: false };
+  const output = tokenCount(usage.output_tokens);
+  return input === undefined || output === undefined ? null : { inputTokens: input, outputTokens: output, estimated: false };
 }
 
 /** Anthropic's stream events as chat.completion.chunk objects (the usage chunk last, with empty choices). */
@@ -167,7 +177,8 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>, complete: () => voi
   let model: unknown = null;
   const created = unixSeconds(Date.now());
   let input: number | undefined;
-  let output = 0;
+  // Only message_delta's count is the answer's: message_start's is a placeholder, sent before any output.
+  let output: number | undefined;
   const toolIndexByBlock = new Map<number, number>();
   const chunk = (delta: JsonObject, finish: string | null = null): ChatChunk => ({
     data: { id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }] },
@@ -211,8 +222,8 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>, complete: () => voi
       }
       case 'message_stop':
         complete();
-        // Without an input count from message_start there is no usage chunk: the gateway counts the tokens itself.
-        if (input !== undefined) yield { data: { id, object: 'chat.completion.chunk', created, model, choices: [], usage: openAiUsage({ inputTokens: input, outputTokens: output }) } };
+        // Without both counts there is no usage chunk: the gateway counts the tokens itself.
+        if (input !== undefined && output !== undefined) yield { data: { id, object: 'chat.completion.chunk', created, model, choices: [], usage: openAiUsage({ inputTokens: input, outputTokens: output }) } };
         return;
       case 'error':
         throw new UpstreamError('http', 'Upstream stream reported an error', 502, anthropicError(data, 502));
@@ -246,6 +257,9 @@ export function anthropic(client: UpstreamClient): Provider {
     async chat(target, body, options): Promise<JsonResult> {
       const response = await client.postJson(request(target, body, false, options));
       const message = parseObject(response.text);
+      // An error (or anything but a message) under a 200 is no answer: the next fallback is tried, as for a 5xx.
+      if (message.type === 'error' || isJsonObject(message.error)) throw new UpstreamError('http', 'Upstream answered 200 with an error', 502, anthropicError(message, 200));
+      if (message.type !== 'message') throw new UpstreamError('malformed', 'Upstream answered 200 with an object that is not a message');
       const usage = anthropicUsage(message.usage);
       return { body: fromAnthropicMessage(message, usage), usage };
     },

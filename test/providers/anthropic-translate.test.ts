@@ -73,6 +73,8 @@ describe('toAnthropicRequest: messages', () => {
         tool_calls: [
           { id: 'call_1', type: 'function', function: { name: 'weather', arguments: '{"city":"Paris"}' } },
           { id: 'call_2', type: 'function', function: { name: 'weather', arguments: 'not json' } },
+          // JSON, but not an object: Anthropic refuses a tool_use input that is not one.
+          { id: 'call_3', type: 'function', function: { name: 'weather', arguments: '["Rome"]' } },
         ],
       },
     ]);
@@ -82,6 +84,7 @@ describe('toAnthropicRequest: messages', () => {
         text('Let me check.'),
         { type: 'tool_use', id: 'call_1', name: 'weather', input: { city: 'Paris' } },
         { type: 'tool_use', id: 'call_2', name: 'weather', input: {} },
+        { type: 'tool_use', id: 'call_3', name: 'weather', input: {} },
       ],
     });
   });

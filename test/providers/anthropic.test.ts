@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, createTestApp, type TestApp } from '../helpers/app.js';
 import { startFakeAnthropic, type FakeUpstream } from '../helpers/fake-upstream.js';
+import { usageRowsOf } from '../helpers/inference.js';
 import { chatBody, registerModel } from '../helpers/models.js';
 
 /** The anthropic provider through the client API, against a fake Anthropic Messages API. */
@@ -121,6 +122,49 @@ describe('anthropic provider', () => {
     expect(res.statusCode).toBe(502);
     expect(res.json().error.message).toContain('529');
     expect(fake.requests.length - before).toBe(1);
+  });
+
+  it('treats a 200 carrying an error, or an object that is no message, as a failure that falls back', async () => {
+    const overloaded = { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } };
+    for (const body of [overloaded, { error: { type: 'api_error', message: 'x' } }, {}, { type: 'completion', completion: 'hi' }]) {
+      fake.queue({ body });
+      const res = await chat(chatBody(model));
+      expect(res.statusCode, JSON.stringify(body)).toBe(502);
+      expect(res.json().error).toMatchObject({ type: 'server_error', message: expect.stringMatching(/^Upstream/) });
+    }
+    const primary = await registerModel(t, { provider: { type: 'anthropic', baseUrl: fake.baseUrl, apiKey: API_KEY }, fallbacks: [model] });
+    const before = fake.requests.length;
+    fake.queue({ body: overloaded });
+    const res = await chat(chatBody(primary));
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().choices[0].message.content).toBe(REPLY);
+    expect(fake.requests.length - before).toBe(2);
+  });
+
+  it('counts the tokens itself when Anthropic reports no output count, rather than bill the output as nothing', async () => {
+    const own = await registerModel(t, { provider: { type: 'anthropic', baseUrl: fake.baseUrl, apiKey: API_KEY }, upstreamModel: 'claude-test' });
+    const message = { id: 'msg_u', type: 'message', role: 'assistant', model: 'claude-test', content: [{ type: 'text', text: 'some words that were written here' }], stop_reason: 'end_turn' };
+    for (const usage of [{ input_tokens: 12 }, { input_tokens: 12, output_tokens: '7' }]) {
+      fake.queue({ body: { ...message, usage } });
+      const res = await chat(chatBody(own));
+      expect(res.statusCode, res.body).toBe(200);
+      // An answer whose upstream reported no usage shows none (README).
+      expect(res.json().usage).toBeUndefined();
+    }
+    fake.queue({
+      raw:
+        sse('message_start', { message: { id: 'msg_s', model: 'claude-test', usage: { input_tokens: 12, output_tokens: 1 } } }) +
+        sse('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'some words that were written here' } }) +
+        sse('message_delta', { delta: { stop_reason: 'end_turn' }, usage: {} }) +
+        sse('message_stop', {}),
+    });
+    const streamed = await chat(chatBody(own, { stream: true, stream_options: { include_usage: true } }));
+    const usageChunks = chunksOf(streamed.body).filter((c) => c.usage);
+    expect(usageChunks).toHaveLength(1);
+    expect(usageChunks[0]!.usage!.completion_tokens).toBeGreaterThan(1);
+    const rows = await usageRowsOf(t, own);
+    expect(rows).toHaveLength(3);
+    for (const row of rows) expect(row.output_tokens, JSON.stringify(row)).toBeGreaterThan(1);
   });
 
   it('maps a tool_use answer to tool_calls with JSON arguments', async () => {
