@@ -175,6 +175,7 @@ function anthropicUsage(value: unknown): Usage | null {
 async function* anthropicChunks(body: AsyncIterable<Buffer>, complete: () => void): AsyncGenerator<ChatChunk> {
   let id = `chatcmpl-${randomUUID()}`;
   let model: unknown = null;
+  let started = false;
   const created = unixSeconds(Date.now());
   let input: number | undefined;
   // Only message_delta's count is the answer's: message_start's is a placeholder, sent before any output.
@@ -193,6 +194,7 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>, complete: () => voi
         id = asText(message.id, id);
         model = message.model ?? model;
         input = tokenCount((message.usage as JsonObject | undefined)?.input_tokens);
+        started = true;
         yield chunk({ role: 'assistant', content: '' });
         break;
       }
@@ -221,6 +223,8 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>, complete: () => voi
         break;
       }
       case 'message_stop':
+        // A stop before message_start sent nothing: no answer, failing before the client's first byte.
+        if (!started) throw new UpstreamError('malformed', 'Upstream stream ended before its first chunk');
         complete();
         // Without both counts there is no usage chunk: the gateway counts the tokens itself.
         if (input !== undefined && output !== undefined) yield { data: { id, object: 'chat.completion.chunk', created, model, choices: [], usage: openAiUsage({ inputTokens: input, outputTokens: output }) } };

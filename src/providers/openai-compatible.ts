@@ -113,18 +113,22 @@ function isErrorAnswer(body: JsonObject): boolean {
 
 /**
  * chat.completion.chunk objects from an OpenAI-style SSE body, up to `data: [DONE]`. A body that ends before
- * `[DONE]` is complete only if a choice finished (a few servers never send `[DONE]`); otherwise it was cut off.
+ * `[DONE]` is complete only if a choice finished (a few servers never send `[DONE]`); otherwise it was cut off. A
+ * `[DONE]` before any chunk is no answer either: it fails like an empty body, before the client's first byte.
  */
 async function* openAiChunks(body: AsyncIterable<Buffer>, complete: () => void): AsyncGenerator<ChatChunk> {
   let finished = false;
+  let chunks = 0;
   for await (const events of sseBatches(body)) {
     for (const event of events) {
       if (event.data.trim() === '[DONE]') {
+        if (chunks === 0) throw new UpstreamError('malformed', 'Upstream stream ended before its first chunk');
         complete();
         return;
       }
-      const data = parseEvent(event.data) as JsonObject;
-      if (!data || typeof data !== 'object') throw new UpstreamError('malformed', 'Upstream stream sent a non-object event');
+      const data = parseEvent(event.data);
+      if (!isJsonObject(data)) throw new UpstreamError('malformed', 'Upstream stream sent an event that is not a JSON object');
+      chunks++;
       if (data.error) throw new UpstreamError('http', 'Upstream stream reported an error', 502, { error: data.error as Record<string, unknown> });
       finished ||= Array.isArray(data.choices) && (data.choices as { finish_reason?: unknown }[]).some((choice) => typeof choice?.finish_reason === 'string');
       // Data spread over several lines is forwarded re-serialized: SSE would need each line prefixed again.

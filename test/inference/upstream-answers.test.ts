@@ -74,6 +74,32 @@ describe('answers of OpenAI-compatible and Anthropic upstreams', () => {
       expect((await eventOf(fallback, 'empty-no-fallback')).status).toBe(502);
     });
 
+    // Regression: `data: [DONE]` alone was a complete 200 stream with no chunk in it.
+    it('a stream of [DONE] alone is a failed call like an empty one: the fallback answers, or a JSON 502', async () => {
+      s.fake.queue({ raw: sseOf('[DONE]') });
+      const before = s.fake.requests.length;
+      const res = await chat(openai, { stream: true });
+      expect(res.statusCode).toBe(200);
+      expect(s.fake.requests.slice(before).map((r) => r.body.model)).toEqual(['gpt-upstream', 'the-fallback']);
+      expect(sseData(res.body).some((d) => d.includes('"content"'))).toBe(true);
+      s.fake.queue({ raw: sseOf('[DONE]') });
+      const alone = await chat(fallback, { stream: true }, { 'x-request-id': 'done-alone' });
+      expect(alone.statusCode).toBe(502);
+      expect(alone.json().error.message).toContain('before its first chunk');
+      expect((await eventOf(fallback, 'done-alone')).status).toBe(502);
+    });
+
+    // Regression: an event that was a JSON array was forwarded to the client as a chunk.
+    it('an event that is a JSON array, a number or a string is a failed stream, and never reaches the client', async () => {
+      for (const data of ['[1,2]', '5', '"text"']) {
+        s.fake.queue({ raw: sseOf(chunk({ role: 'assistant', content: 'Hi' }), data, chunk({}, 'stop')) });
+        const res = await chat(fallback, { stream: true });
+        const frames = sseData(res.body);
+        expect(frames, data).not.toContain(data);
+        expect(JSON.parse(frames.at(-2)!).error).toMatchObject({ code: 'upstream_stream_failed', message: expect.stringContaining('not a JSON object') });
+      }
+    });
+
     // Regression: a stream abandoned (or timed out) before its first chunk was billed nothing, unlike a JSON call.
     it('a stream whose upstream times out before its first chunk answers 504 and is billed its input', async () => {
       s.fake.queue({ firstEventDelayMs: 4_000 });
@@ -176,6 +202,14 @@ describe('answers of OpenAI-compatible and Anthropic upstreams', () => {
   });
 
   describe('Anthropic', () => {
+    it('a stream that stops before message_start is a failed call (JSON 502), not an empty 200 stream', async () => {
+      anthropicFake.queue({ raw: anthropicEvent('message_stop', {}) });
+      const res = await chat(claude, { stream: true }, { 'x-request-id': 'stop-alone' });
+      expect(res.statusCode).toBe(502);
+      expect(res.json().error.message).toContain('before its first chunk');
+      expect((await eventOf(claude, 'stop-alone')).status).toBe(502);
+    });
+
     it('a stream event whose data is null is a failed stream (502), not an internal error', async () => {
       anthropicFake.queue({ raw: anthropicEvent('message_start', { message: { id: 'm', usage: { input_tokens: 3 } } }) + 'event: content_block_delta\ndata: null\n\n' });
       const res = await chat(claude, { stream: true }, { 'x-request-id': 'null-event' });
