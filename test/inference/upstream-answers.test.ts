@@ -154,6 +154,20 @@ describe('answers of OpenAI-compatible and Anthropic upstreams', () => {
       expect(JSON.parse(usageChunks[0]!).usage).toHaveProperty('prompt_tokens');
     });
 
+    // Regression: a usage chunk sent twice reached the client twice, and one with `choices: null` kept its null.
+    it('the client gets one usage chunk, with a choices list, however many the upstream sends', async () => {
+      const usageChunk = (choices: unknown, prompt: number) => JSON.stringify({ id: 'chatcmpl-a', object: 'chat.completion.chunk', created: 1, model: 'up', choices, usage: { prompt_tokens: prompt, completion_tokens: 2, total_tokens: prompt + 2 } });
+      s.fake.queue({ raw: sseOf(chunk({ content: 'Hi' }, 'stop'), usageChunk(null, 4), usageChunk([], 4), '[DONE]') });
+      const res = await chat(openai, { stream: true, stream_options: { include_usage: true } }, { 'x-request-id': 'two-usage' });
+      const usageChunks = sseData(res.body).filter((d) => d.includes('"usage"')).map((d) => JSON.parse(d));
+      expect(usageChunks).toEqual([{ id: 'chatcmpl-a', object: 'chat.completion.chunk', created: 1, model: 'up', choices: [], usage: { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 } }]);
+      expect(await eventOf(openai, 'two-usage')).toEqual({ status: 200, input: 4, output: 2 });
+      // Not asked for: none of them.
+      s.fake.queue({ raw: sseOf(chunk({ content: 'Hi' }, 'stop'), usageChunk(null, 4), usageChunk([], 4), '[DONE]') });
+      const quiet = await chat(openai, { stream: true });
+      expect(sseData(quiet.body).filter((d) => d.includes('"usage"'))).toEqual([]);
+    });
+
     it('a counted usage chunk has an id, a created time and a model even when the upstream chunks had none', async () => {
       s.fake.queue({ raw: sseOf(JSON.stringify({ choices: [{ index: 0, delta: { content: 'Hi' }, finish_reason: 'stop' }] }), '[DONE]') });
       const res = await chat(openai, { stream: true, stream_options: { include_usage: true } });

@@ -90,6 +90,12 @@ function desiredChatOutput(body: JsonObject): number {
   return (requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE) * choiceCount(body);
 }
 
+/** A chunk as the client's SSE frame; a usage chunk without a choices list (or with null) gets OpenAI's empty one. */
+function frameOf(chunk: ChatChunk, usageChunk: boolean): string {
+  if (usageChunk && !Array.isArray(chunk.data.choices)) return `data: ${JSON.stringify({ ...chunk.data, choices: [] })}\n\n`;
+  return `data: ${chunk.raw ?? JSON.stringify(chunk.data)}\n\n`;
+}
+
 /**
  * The error event of a stream the upstream failed. Type and code stay Waygate's (the client can tell a failure
  * mid-stream from one before it); the message carries what the upstream said, and its code, when it said something.
@@ -590,6 +596,7 @@ export class InferenceService {
     const written = new TokenCounter();
     let status = 200;
     let last: ChatChunk | null = null;
+    let usageSent = false;
     const count = (chunk: ChatChunk) => {
       if (chunk.data.usage) usage = usageOf(chunk.data, true) ?? usage;
       const choices = chunk.data.choices as { delta?: unknown }[] | undefined;
@@ -608,11 +615,14 @@ export class InferenceService {
         if (!guard) count(chunk);
         last = chunk;
         const choices = chunk.data.choices as unknown[] | undefined;
-        // The usage chunk (no choices) is Waygate's request; the client sees it only when it asked, and only in
+        // The usage chunk (no choices) is Waygate's request; the client sees one, only when it asked, and only in
         // OpenAI's form (otherwise Waygate sends its own count at the end).
         const usageChunk = chunk.data.usage !== undefined && !(Array.isArray(choices) && choices.length > 0);
-        if (usageChunk && (!options.includeUsage || !usageOf(chunk.data, true))) continue;
-        yield `data: ${chunk.raw ?? JSON.stringify(chunk.data)}\n\n`;
+        if (usageChunk) {
+          if (!options.includeUsage || usageSent || !usageOf(chunk.data, true)) continue;
+          usageSent = true;
+        }
+        yield frameOf(chunk, usageChunk);
       }
       if (!usage) {
         usage = { inputTokens: options.estimateInput(), outputTokens: written.total, estimated: true };
