@@ -44,6 +44,13 @@ const INVALID_CREATES: [string, Record<string, unknown>][] = [
   ['baseUrl with a user only', body((b) => (b.provider.baseUrl = 'https://sk-abc@api.example.com/v1'))],
   ['baseUrl with a query', body((b) => (b.provider.baseUrl = 'https://res.openai.azure.com/?x=1'))],
   ['baseUrl with a fragment', body((b) => (b.provider.baseUrl = 'https://api.example.com/v1#x'))],
+  // Regression: an empty query or fragment parses as none, and calls then went to `/v1?/chat/completions`.
+  ['baseUrl ending in a bare ?', body((b) => (b.provider.baseUrl = 'http://127.0.0.1:9/v1?'))],
+  ['baseUrl ending in a bare #', body((b) => (b.provider.baseUrl = 'http://127.0.0.1:9/v1#'))],
+  // The parser drops these, so the URL it checked would not be the text calls are sent to.
+  ['baseUrl with a line break', body((b) => (b.provider.baseUrl = 'http://127.0.0.1:9/v\n1'))],
+  ['baseUrl with a tab', body((b) => (b.provider.baseUrl = 'http://127.0.0.1:9/\tv1'))],
+  ['baseUrl with a trailing space', body((b) => (b.provider.baseUrl = 'http://127.0.0.1:9/v1 '))],
   ['azure-openai without baseUrl', body((b) => (b.provider = { type: 'azure-openai', apiKey: 'k' }))],
   ['azure-openai with baseUrl null', body((b) => (b.provider = { type: 'azure-openai', baseUrl: null }))],
   ['local provider with a foreign upstreamModel', body((b) => ((b.provider = { type: 'local' }), (b.upstreamModel = 'gpt-4o')))],

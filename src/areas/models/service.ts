@@ -120,8 +120,10 @@ function checkBaseUrl(type: ProviderType, baseUrl: string | null): void {
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw ERRORS.validation('provider.baseUrl must be an http:// or https:// URL');
   if (url.username || url.password) throw ERRORS.validation('provider.baseUrl must not carry credentials; use provider.apiKey');
   // Paths are appended to it (`/chat/completions`, `/openai/deployments/...`): after a query or fragment they would
-  // land in the query, or be dropped.
-  if (url.search || url.hash) throw ERRORS.validation('provider.baseUrl must not have a query (?...) or a fragment (#...)');
+  // land in the query, or be dropped. The text is checked, not the parsed URL: a bare `?` or `#` parses as none.
+  if (/[?#]/.test(baseUrl)) throw ERRORS.validation('provider.baseUrl must not have a query (?...) or a fragment (#...)');
+  // The stored text is what calls are sent to, and the parser drops white space and control characters it is given.
+  if (/[\u0000-\u0020\u007f]/.test(baseUrl)) throw ERRORS.validation('provider.baseUrl must not contain white space or control characters');
 }
 
 /**
