@@ -80,6 +80,11 @@ const INVALID_CREATES: [string, Record<string, unknown>][] = [
   ['Keep-Alive header', body((b) => (b.provider.headers = { 'Keep-Alive': 'timeout=5' }))],
   ['Upgrade header', body((b) => (b.provider.headers = { Upgrade: 'h2c' }))],
   ['Accept-Encoding header', body((b) => (b.provider.headers = { 'Accept-Encoding': 'gzip' }))],
+  // Regression: set per call by Waygate, these were sent twice (joined) when named in other letters than Waygate's.
+  ['X-Request-Id header', body((b) => (b.provider.headers = { 'X-Request-Id': 'mine' }))],
+  ['Accept header', body((b) => (b.provider.headers = { Accept: 'text/html' }))],
+  ['Anthropic-Version header', body((b) => (b.provider = { type: 'anthropic', headers: { 'Anthropic-Version': '1999-01-01' } }))],
+  ['one header named twice in different letters', body((b) => (b.provider.headers = { 'X-Team': 'a', 'x-team': 'b' }))],
   ['header name with a space', body((b) => (b.provider.headers = { 'X Team': 'x' }))],
   ['header name with a colon', body((b) => (b.provider.headers = { 'X-Team:': 'x' }))],
   ['empty header name', body((b) => (b.provider.headers = { '': 'x' }))],

@@ -103,6 +103,8 @@ const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 const RESERVED_HEADERS = new Set([
   'host', 'content-length', 'content-type', 'connection', 'transfer-encoding', 'authorization', 'api-key', 'x-api-key',
   'expect', 'keep-alive', 'upgrade', 'accept-encoding', 'te', 'trailer', 'proxy-connection',
+  // Set per call: the request id, a stream's Accept, and the Anthropic API version its translation is written for.
+  'x-request-id', 'accept', 'anthropic-version',
 ]);
 
 function checkBaseUrl(type: ProviderType, baseUrl: string | null): void {
@@ -123,7 +125,7 @@ function checkBaseUrl(type: ProviderType, baseUrl: string | null): void {
   // land in the query, or be dropped. The text is checked, not the parsed URL: a bare `?` or `#` parses as none.
   if (/[?#]/.test(baseUrl)) throw ERRORS.validation('provider.baseUrl must not have a query (?...) or a fragment (#...)');
   // The stored text is what calls are sent to, and the parser drops white space and control characters it is given.
-  if (/[\u0000-\u0020\u007f]/.test(baseUrl)) throw ERRORS.validation('provider.baseUrl must not contain white space or control characters');
+  if ([...baseUrl].some((c) => c <= ' ' || c === '\u007f')) throw ERRORS.validation('provider.baseUrl must not contain white space or control characters');
 }
 
 /**
@@ -183,11 +185,26 @@ function typeField<F extends keyof typeof TYPE_FIELDS>(field: F, type: ProviderT
 }
 
 function checkHeaders(headers: Record<string, string> | undefined): void {
+  const names = new Set<string>();
   for (const [name, value] of Object.entries(headers ?? {})) {
     if (!HEADER_NAME.test(name)) throw ERRORS.validation(`provider.headers has an invalid header name: ${name}`);
     if (!HEADER_VALUE.test(value)) throw ERRORS.validation(`provider.headers.${name} may only hold printable characters (no line breaks)`);
-    if (RESERVED_HEADERS.has(name.toLowerCase())) throw ERRORS.validation(`provider.headers may not set ${name}; Waygate sets it (use provider.apiKey for keys)`);
+    const lower = name.toLowerCase();
+    if (RESERVED_HEADERS.has(lower)) throw ERRORS.validation(`provider.headers may not set ${name}; Waygate sets it (use provider.apiKey for keys)`);
+    // Header names ignore case: both would be sent, joined into one value.
+    if (names.has(lower)) throw ERRORS.validation(`provider.headers names ${name} twice (header names ignore case)`);
+    names.add(lower);
   }
+}
+
+/**
+ * A model's headers with lower-case names, as Waygate writes its own: a name in other letters would not replace
+ * Waygate's header of that name but be sent beside it (headers stored before these names were reserved).
+ */
+function lowerCaseNames(headers: Record<string, string>): Record<string, string> {
+  const lowered: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) lowered[name.toLowerCase()] = value;
+  return lowered;
 }
 
 /**
@@ -457,7 +474,7 @@ export class ModelService {
       apiKey: secrets.apiKey ?? null,
       apiVersion: record.provider.apiVersion,
       deployment: record.provider.deployment,
-      headers: secrets.headers ?? {},
+      headers: lowerCaseNames(secrets.headers ?? {}),
       upstreamModel: record.upstreamModel,
       mock: record.provider.mock,
     };
