@@ -240,7 +240,7 @@ async function* anthropicChunks(body: AsyncIterable<Buffer>, complete: () => voi
 
 function anthropicError(parsed: unknown, status: number): { error: Record<string, unknown> } {
   const error = (parsed as { error?: { type?: unknown; message?: unknown } } | null)?.error;
-  return { error: { message: asText(error?.message, `Upstream answered ${status}`), type: asText(error?.type, 'upstream_error') } };
+  return { error: { message: asText(error?.message, `Upstream answered ${status}`), type: asText(error?.type, 'upstream_error'), code: null } };
 }
 
 /** Anthropic's Messages API behind chat completions (streaming included); no embeddings or moderation. */

@@ -28,14 +28,17 @@ export class UpstreamError extends Error {
   }
 }
 
-/** An upstream error body in OpenAI's shape `{ error: { message, type, code } }`, whatever the upstream sent. */
+/**
+ * An upstream error body in OpenAI's shape `{ error: { message, type, code } }`, whatever the upstream sent; a code
+ * it did not send is null, as in OpenAI's own errors without one.
+ */
 export function openAiErrorBody(status: number, parsed: unknown, text: string): { error: Record<string, unknown> } {
   const inner = (parsed as { error?: unknown } | null)?.error;
   if (inner && typeof inner === 'object') {
     const error = inner as Record<string, unknown>;
-    return { error: { ...error, message: asText(error.message, `Upstream answered ${status}`), type: asText(error.type, 'upstream_error') } };
+    return { error: { ...error, message: asText(error.message, `Upstream answered ${status}`), type: asText(error.type, 'upstream_error'), code: error.code ?? null } };
   }
-  if (typeof inner === 'string') return { error: { message: inner, type: 'upstream_error' } };
+  if (typeof inner === 'string') return { error: { message: inner, type: 'upstream_error', code: null } };
   const message = (parsed as { message?: unknown } | null)?.message;
-  return { error: { message: typeof message === 'string' ? message : `Upstream answered ${status}: ${text.slice(0, 200)}`, type: 'upstream_error' } };
+  return { error: { message: typeof message === 'string' ? message : `Upstream answered ${status}: ${text.slice(0, 200)}`, type: 'upstream_error', code: null } };
 }

@@ -71,8 +71,18 @@ describe('upstream faults', () => {
     const before = sent();
     const res = await post(s.t, s.token.value, '/embeddings', { model, input: 'x' });
     expect(res.statusCode).toBe(422);
-    expect(res.json().error).toMatchObject({ type: 'upstream_error', message: expect.stringContaining('unprocessable by upstream policy') });
+    expect(res.json().error).toMatchObject({ type: 'upstream_error', code: null, message: expect.stringContaining('unprocessable by upstream policy') });
     expect(sent()).toBe(before + 1);
+  });
+
+  // Regression: an upstream error without a code was passed on without one, where every error has message, type, code.
+  it('an upstream 4xx without a type or code gets them, null for the code', async () => {
+    for (const body of [{ error: { message: 'model not found' } }, { error: 'model not found' }, { message: 'model not found' }]) {
+      fake.queue({ status: 404, body });
+      const res = await chat();
+      expect(res.statusCode).toBe(404);
+      expect(res.json(), JSON.stringify(body)).toEqual({ error: { message: 'model not found', type: 'upstream_error', code: null } });
+    }
   });
 
   it.each([401, 403])("an upstream %i (the model's own key or account refused) is a 502 that does not echo the upstream's text", async (status) => {

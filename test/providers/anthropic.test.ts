@@ -104,7 +104,7 @@ describe('anthropic provider', () => {
     fake.queue({ status: 400, body: { type: 'error', error: { type: 'invalid_request_error', message: 'messages: roles must alternate' } } });
     const res = await chat(chatBody(model));
     expect(res.statusCode).toBe(400);
-    expect(res.json()).toEqual({ error: { message: 'messages: roles must alternate', type: 'invalid_request_error' } });
+    expect(res.json()).toEqual({ error: { message: 'messages: roles must alternate', type: 'invalid_request_error', code: null } });
   });
 
   it('passes an Anthropic 400 on a stream request through as a JSON 400', async () => {
