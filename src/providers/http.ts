@@ -101,6 +101,9 @@ export class UpstreamClient {
   private async withRetries(request: UpstreamRequest, streaming: boolean): Promise<Exchange> {
     const url = parseUrl(request.url);
     const headers = { 'content-type': 'application/json', ...request.headers };
+    // An attempt that was sent and got no answer may have been worked on (and billed) upstream, whatever the later
+    // attempts met: a connection refused, or the client leaving during the backoff.
+    let reached = false;
     for (let attempt = 0; ; attempt++) {
       const exchange = new Exchange(request.signal, streaming);
       let failure: UpstreamError;
@@ -111,7 +114,8 @@ export class UpstreamClient {
         const text = exchange.text();
         failure = new UpstreamError('http', `Upstream answered ${exchange.status}`, exchange.status, openAiErrorBody(exchange.status, safeParse(text), text), retryAfterMs(exchange.retryAfter));
       } catch (err) {
-        failure = connectionError(err, request.signal, exchange.requestSent);
+        reached ||= exchange.requestSent;
+        failure = connectionError(err, request.signal, reached);
       }
       if (!failure.retryable || attempt >= this.settings.retries) throw failure;
       const wait = failure.retryAfterMs ?? backoff(attempt);
@@ -119,7 +123,7 @@ export class UpstreamClient {
       try {
         await sleep(wait, undefined, { signal: request.signal });
       } catch {
-        throw new UpstreamError('aborted', 'The client went away');
+        throw new UpstreamError('aborted', 'The client went away', undefined, undefined, undefined, reached);
       }
     }
   }

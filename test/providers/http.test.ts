@@ -135,6 +135,24 @@ describe('UpstreamClient (undici dispatch)', () => {
     expect(received).toBe(5);
   });
 
+  // Regression: the failure of the last attempt alone said whether the request had reached the upstream, so a call
+  // whose first attempt was sent (and may have been billed upstream) counted as never sent once a retry was refused.
+  it('a call whose first attempt reached the upstream and timed out stays marked as reached when the retry is refused', async () => {
+    const closing = http.createServer(() => {
+      // Stops listening and never answers: the attempt times out, and the retry finds no listener.
+      closing.close();
+    });
+    await new Promise<void>((resolve) => closing.listen(0, '127.0.0.1', resolve));
+    const target = `http://127.0.0.1:${(closing.address() as AddressInfo).port}/v1/chat/completions`;
+    try {
+      const failure = await failureOf(client({ readTimeoutMs: 100, retries: 1 }).postJson({ ...call(), url: target }));
+      expect(failure.failure).toBe('connection');
+      expect(failure.reachedUpstream).toBe(true);
+    } finally {
+      closing.closeAllConnections();
+    }
+  });
+
   it('an upstream silent past the read timeout is a timeout', async () => {
     handler = () => {};
     const failure = await failureOf(client({ readTimeoutMs: 100 }).postJson(call()));
