@@ -68,22 +68,40 @@ export function formatValidationError(errors: readonly ValidationError[], part: 
 }
 
 /**
- * Ajv lists each branch's first error before the union's own. A branch that failed on a finer rule than its type (a
- * bound, an item, a field) is the one the value was meant for: `input: []` is a list that is empty, not a string. When
- * every branch refused the type itself, the answer lists the types the field takes.
+ * Ajv lists each branch's first error before the union's own. The branch that got furthest into the value is the one
+ * it was meant for: its error lies deepest (`input: [[1, -2]]` is a list of token lists whose item 1 is negative, not a
+ * list of strings), or as deep but at a later item, or at the same place on a finer rule than the type (`input: []`
+ * is a list that is too short, not a string). Where the value has none of the types a place takes, the answer lists
+ * them.
  */
 function unionMessage(errors: readonly ValidationError[], union: ValidationError, part: string): string {
-  const branches = errors.filter((e) => e.schemaPath?.startsWith(`${union.schemaPath}/`));
-  const fitting = branches.find((e) => e.keyword !== 'anyOf' && !(e.keyword === 'type' && e.instancePath === union.instancePath));
-  if (!fitting) {
-    const types = [...new Set(branches.filter((e) => e.keyword === 'type').map((e) => String((e.params as { type?: unknown }).type)))];
-    return types.length > 0 ? `${fieldOf(union, part)} must be of type ${orList(types)}` : describe(union, part);
-  }
-  // The fitting error may sit in a union inside the branch: that union (the outermost such) is described the same way.
-  const inner = branches
-    .filter((e) => e.keyword === 'anyOf' && fitting.schemaPath!.startsWith(`${e.schemaPath}/`))
+  const branches = errors.filter((e) => e.keyword !== 'anyOf' && e.schemaPath?.startsWith(`${union.schemaPath}/`));
+  if (branches.length === 0) return describe(union, part);
+  const best = branches.reduce((chosen, next) => (furtherThan(next, chosen) ? next : chosen));
+  // The best error may sit in a union inside the branch: that union (the outermost such) is described the same way.
+  const inner = errors
+    .filter((e) => e.keyword === 'anyOf' && e !== union && e.schemaPath?.startsWith(`${union.schemaPath}/`) && best.schemaPath!.startsWith(`${e.schemaPath}/`))
     .sort((a, b) => a.schemaPath!.length - b.schemaPath!.length)[0];
-  return inner ? unionMessage(errors, inner, part) : describe(fitting, part);
+  if (inner) return unionMessage(errors, inner, part);
+  if (best.keyword !== 'type') return describe(best, part);
+  const types = branches.filter((e) => e.keyword === 'type' && e.instancePath === best.instancePath).map((e) => String((e.params as { type?: unknown }).type));
+  return `${fieldOf(best, part)} must be of type ${orList([...new Set(types)])}`;
+}
+
+/** Whether error `a` lies further into the value than `b`: deeper, then at a later item, then on a finer rule. */
+function furtherThan(a: ValidationError, b: ValidationError): boolean {
+  const pathA = (a.instancePath ?? '').split('/');
+  const pathB = (b.instancePath ?? '').split('/');
+  if (pathA.length !== pathB.length) return pathA.length > pathB.length;
+  for (let i = 0; i < pathA.length; i++) {
+    if (pathA[i] === pathB[i]) continue;
+    const itemA = Number(pathA[i]);
+    const itemB = Number(pathB[i]);
+    // Different fields of one object: neither is further.
+    if (!Number.isInteger(itemA) || !Number.isInteger(itemB)) break;
+    return itemA > itemB;
+  }
+  return a.keyword !== 'type' && b.keyword === 'type';
 }
 
 function orList(items: readonly string[]): string {
