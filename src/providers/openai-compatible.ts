@@ -129,7 +129,7 @@ async function* openAiChunks(body: AsyncIterable<Buffer>, complete: () => void):
       const data = parseEvent(event.data);
       if (!isJsonObject(data)) throw new UpstreamError('malformed', 'Upstream stream sent an event that is not a JSON object');
       chunks++;
-      if (data.error) throw new UpstreamError('http', 'Upstream stream reported an error', 502, { error: data.error as Record<string, unknown> });
+      if (data.error) throw new UpstreamError('http', 'Upstream stream reported an error', 502, openAiErrorBody(502, data, event.data));
       finished ||= Array.isArray(data.choices) && (data.choices as { finish_reason?: unknown }[]).some((choice) => typeof choice?.finish_reason === 'string');
       // Data spread over several lines is forwarded re-serialized: SSE would need each line prefixed again.
       yield event.data.includes('\n') ? { data } : { data, raw: event.data };

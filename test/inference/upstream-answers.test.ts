@@ -157,7 +157,8 @@ describe('answers of OpenAI-compatible and Anthropic upstreams', () => {
     // Regression: a usage chunk sent twice reached the client twice, and one with `choices: null` kept its null.
     it('the client gets one usage chunk, with a choices list, however many the upstream sends', async () => {
       const usageChunk = (choices: unknown, prompt: number) => JSON.stringify({ id: 'chatcmpl-a', object: 'chat.completion.chunk', created: 1, model: 'up', choices, usage: { prompt_tokens: prompt, completion_tokens: 2, total_tokens: prompt + 2 } });
-      s.fake.queue({ raw: sseOf(chunk({ content: 'Hi' }, 'stop'), usageChunk(null, 4), usageChunk([], 4), '[DONE]') });
+      // The second differs: what is billed must be what the client was shown.
+      s.fake.queue({ raw: sseOf(chunk({ content: 'Hi' }, 'stop'), usageChunk(null, 4), usageChunk([], 9), '[DONE]') });
       const res = await chat(openai, { stream: true, stream_options: { include_usage: true } }, { 'x-request-id': 'two-usage' });
       const usageChunks = sseData(res.body).filter((d) => d.includes('"usage"')).map((d) => JSON.parse(d));
       expect(usageChunks).toEqual([{ id: 'chatcmpl-a', object: 'chat.completion.chunk', created: 1, model: 'up', choices: [], usage: { prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 } }]);

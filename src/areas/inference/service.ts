@@ -200,7 +200,7 @@ function clientError(err: UpstreamError): AppError {
       if (status === 401 || status === 403 || status === 407) {
         return ERRORS.upstreamFailed(`Upstream model refused the credentials or account configured for it (status ${status}); check the model's provider apiKey`);
       }
-      return ERRORS.upstreamRejected(status, err.body ?? { error: { message: err.message, type: 'upstream_error' } }, err.retryAfterMs);
+      return ERRORS.upstreamRejected(status, err.body ?? { error: { message: err.message, type: 'upstream_error', code: null } }, err.retryAfterMs);
     }
     case 'timeout':
       return ERRORS.upstreamTimeout(err.message);
@@ -597,9 +597,18 @@ export class InferenceService {
     let status = 200;
     let last: ChatChunk | null = null;
     let usageSent = false;
+    /** Usage from a usage chunk (no choices): the first such is final, as it is the one the client is shown. */
+    let usageFinal = false;
     const count = (chunk: ChatChunk) => {
-      if (chunk.data.usage) usage = usageOf(chunk.data, true) ?? usage;
       const choices = chunk.data.choices as { delta?: unknown }[] | undefined;
+      if (chunk.data.usage && !usageFinal) {
+        const reported = usageOf(chunk.data, true);
+        // Usage inside content chunks (vLLM's continuous usage) runs on: the latest stands until a usage chunk.
+        if (reported) {
+          usage = reported;
+          usageFinal = !(Array.isArray(choices) && choices.length > 0);
+        }
+      }
       if (Array.isArray(choices)) for (const choice of choices) written.add(writtenText(choice?.delta));
     };
     const { guard } = options;
