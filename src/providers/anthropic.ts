@@ -263,7 +263,9 @@ export function anthropic(client: UpstreamClient): Provider {
       const message = parseObject(response.text);
       // An error (or anything but a message) under a 200 is no answer: the next fallback is tried, as for a 5xx.
       if (message.type === 'error' || isJsonObject(message.error)) throw new UpstreamError('http', 'Upstream answered 200 with an error', 502, anthropicError(message, 200));
-      if (message.type !== 'message') throw new UpstreamError('malformed', 'Upstream answered 200 with an object that is not a message');
+      // A proxy may leave `type` out of a message; its content list still tells one.
+      const isMessage = message.type === undefined ? Array.isArray(message.content) : message.type === 'message';
+      if (!isMessage) throw new UpstreamError('malformed', 'Upstream answered 200 with an object that is not a message');
       const usage = anthropicUsage(message.usage);
       return { body: fromAnthropicMessage(message, usage), usage };
     },

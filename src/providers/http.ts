@@ -102,7 +102,8 @@ export class UpstreamClient {
     const url = parseUrl(request.url);
     const headers = { 'content-type': 'application/json', ...request.headers };
     // An attempt that was sent and got no answer may have been worked on (and billed) upstream, whatever the later
-    // attempts met: a connection refused, or the client leaving during the backoff.
+    // attempts met: an error status, a connection refused, or the client leaving during the backoff. (An answer with
+    // an error status is a refusal: it does not count as reached by itself.)
     let reached = false;
     for (let attempt = 0; ; attempt++) {
       const exchange = new Exchange(request.signal, streaming);
@@ -112,7 +113,7 @@ export class UpstreamClient {
         await exchange.answered;
         if (exchange.status >= 200 && exchange.status < 300) return exchange;
         const text = exchange.text();
-        failure = new UpstreamError('http', `Upstream answered ${exchange.status}`, exchange.status, openAiErrorBody(exchange.status, safeParse(text), text), retryAfterMs(exchange.retryAfter));
+        failure = new UpstreamError('http', `Upstream answered ${exchange.status}`, exchange.status, openAiErrorBody(exchange.status, safeParse(text), text), retryAfterMs(exchange.retryAfter), reached);
       } catch (err) {
         reached ||= exchange.requestSent;
         failure = connectionError(err, request.signal, reached);

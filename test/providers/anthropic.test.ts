@@ -132,6 +132,9 @@ describe('anthropic provider', () => {
       expect(res.statusCode, JSON.stringify(body)).toBe(502);
       expect(res.json().error).toMatchObject({ type: 'server_error', message: expect.stringMatching(/^Upstream/) });
     }
+    // A message without its `type` (some proxies leave it out) is still a message.
+    fake.queue({ body: { id: 'msg_t', role: 'assistant', model: 'claude-test', content: [{ type: 'text', text: 'untyped' }], stop_reason: 'end_turn', usage: { input_tokens: 1, output_tokens: 1 } } });
+    expect((await chat(chatBody(model))).json().choices[0].message.content).toBe('untyped');
     const primary = await registerModel(t, { provider: { type: 'anthropic', baseUrl: fake.baseUrl, apiKey: API_KEY }, fallbacks: [model] });
     const before = fake.requests.length;
     fake.queue({ body: overloaded });

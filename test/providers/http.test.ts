@@ -153,6 +153,29 @@ describe('UpstreamClient (undici dispatch)', () => {
     }
   });
 
+  it('a call whose first attempt was cut off after it was sent stays marked as reached when its client leaves during the backoff', async () => {
+    const controller = new AbortController();
+    handler = (req) => {
+      req.socket.destroy();
+      // The backoff before the retry is at least 150 ms: the client leaves in it (or, on a slow machine, still in the
+      // first attempt, which was sent all the same).
+      setTimeout(() => controller.abort(), 50);
+    };
+    const failure = await failureOf(client({ retries: 1 }).postJson(call(controller.signal)));
+    expect(failure.failure).toBe('aborted');
+    expect(failure.reachedUpstream).toBe(true);
+    expect(received).toBe(1);
+  });
+
+  it('a call whose first attempt timed out after it was sent stays marked as reached when the retry gets an error status', async () => {
+    let attempts = 0;
+    handler = (_req, res) => {
+      if (++attempts === 2) res.writeHead(503).end('{"error":{"message":"busy"}}');
+    };
+    const failure = await failureOf(client({ readTimeoutMs: 100, retries: 1 }).postJson(call()));
+    expect(failure).toMatchObject({ failure: 'http', status: 503, reachedUpstream: true });
+  });
+
   it('an upstream silent past the read timeout is a timeout', async () => {
     handler = () => {};
     const failure = await failureOf(client({ readTimeoutMs: 100 }).postJson(call()));
