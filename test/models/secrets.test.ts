@@ -189,6 +189,23 @@ describe.each(BACKENDS)('model secrets on %s', (backend) => {
     expect((await dashboard('PATCH', `/api/models/${moving}`, { provider: { type: 'anthropic', baseUrl: null } })).statusCode).toBe(200);
   });
 
+  // Regression: a stored header named in other letters than Waygate's own was sent beside it, the two joined.
+  it("headers stored before Waygate's own names were reserved are replaced by Waygate's, not sent beside them", async () => {
+    const legacy = `legacy-${randomBase32(8).toLowerCase()}`;
+    const provider = { type: 'openai-compatible', baseUrl: fake.baseUrl, headers: { 'X-Team': 'blue' } };
+    expect((await dashboard('POST', '/api/models', { key: legacy, provider, capabilities: ['chat'] })).statusCode).toBe(201);
+    const stored = t.ctx.secrets.encrypt(JSON.stringify({ headers: { 'X-Team': 'blue', 'X-Request-Id': 'stored-id', Accept: 'text/html' } }));
+    await t.ctx.database.db.updateTable('models').set({ provider_secrets: stored }).where('key', '=', legacy).execute();
+    expect((await dashboard('PATCH', `/api/models/${legacy}`, { name: 'reload' })).statusCode).toBe(200);
+
+    const res = await call(t.app, t.ownerToken, { method: 'POST', url: '/api/client/v1/chat/completions', payload: chatBody(legacy, { stream: true }), headers: { 'x-request-id': 'legacy-call' } });
+    expect(res.statusCode, res.body).toBe(200);
+    const seen = fake.requests.at(-1)!.headers;
+    expect(seen['x-request-id']).toBe('legacy-call');
+    expect(seen.accept).toBe('text/event-stream');
+    expect(seen['x-team']).toBe('blue');
+  });
+
   it('a model whose credentials cannot be decrypted (another secret key) fails alone, with 503, until they are set again', async () => {
     const plain = `plain-${randomBase32(8).toLowerCase()}`;
     const keyOnly = `ko-${randomBase32(8).toLowerCase()}`;

@@ -229,6 +229,12 @@ describe.each(BACKENDS)('model validation on %s', (backend) => {
   });
 
   it('the error message names the problem', async () => {
+    const messageOf = async (edit: (b: Body) => void) => (await create(body(edit))).json().error.message as string;
+    expect(await messageOf((b) => (b.provider.baseUrl = 'http://127.0.0.1:9/v1?'))).toMatch(/query .*fragment/);
+    expect(await messageOf((b) => (b.provider.baseUrl = 'http://127.0.0.1:9/v1#'))).toMatch(/query .*fragment/);
+    expect(await messageOf((b) => (b.provider.baseUrl = 'http://127.0.0.1:9/v1 '))).toMatch(/white space/);
+    expect(await messageOf((b) => (b.provider.headers = { 'X-Request-Id': 'x' }))).toMatch(/may not set X-Request-Id; Waygate sets it/);
+    expect(await messageOf((b) => (b.provider.headers = { 'X-Team': 'a', 'x-team': 'b' }))).toMatch(/names x-team twice/);
     expect((await create(body((b) => (b.apiKey = 'x')))).json().error.message).toContain('apiKey');
     expect((await create(body((b) => (b.provider.headers = { Authorization: 'x' })))).json().error.message).toContain('Authorization');
     expect((await create(body((b) => (b.fallbacks = ['no-such-model'])))).json().error.message).toContain('no-such-model');

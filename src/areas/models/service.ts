@@ -124,7 +124,8 @@ function checkBaseUrl(type: ProviderType, baseUrl: string | null): void {
   // Paths are appended to it (`/chat/completions`, `/openai/deployments/...`): after a query or fragment they would
   // land in the query, or be dropped. The text is checked, not the parsed URL: a bare `?` or `#` parses as none.
   if (/[?#]/.test(baseUrl)) throw ERRORS.validation('provider.baseUrl must not have a query (?...) or a fragment (#...)');
-  // The stored text is what calls are sent to, and the parser drops white space and control characters it is given.
+  // The stored text is what calls are sent to, and the parser drops the ASCII white space and control characters it
+  // is given (other spaces it percent-encodes, so they stay what they were).
   if ([...baseUrl].some((c) => c <= ' ' || c === '\u007f')) throw ERRORS.validation('provider.baseUrl must not contain white space or control characters');
 }
 
