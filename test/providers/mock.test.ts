@@ -31,6 +31,17 @@ describe('mock provider', () => {
     expect(json.usage.total_tokens).toBe(json.usage.prompt_tokens + json.usage.completion_tokens);
   });
 
+  it('answers every one of the n choices asked for, plain and streamed', async () => {
+    const model = await mockModel({ reply: 'Twice over.' });
+    const one = (await chat(chatBody(model))).json();
+    const two = (await chat(chatBody(model, { n: 2 }))).json();
+    expect(two.choices.map((c: { index: number; message: { content: string } }) => [c.index, c.message.content])).toEqual([[0, 'Twice over.'], [1, 'Twice over.']]);
+    expect(two.usage.completion_tokens).toBe(2 * one.usage.completion_tokens);
+    const streamed = (await chat(chatBody(model, { n: 2, stream: true }))).body;
+    const indexes = new Set(streamed.split('\n\n').filter((f) => f.startsWith('data: {')).flatMap((f) => (JSON.parse(f.slice(6)).choices as { index: number }[]).map((c) => c.index)));
+    expect([...indexes].sort()).toEqual([0, 1]);
+  });
+
   it('answers "This is a mock reply." without a script', async () => {
     for (const mock of [null, {}]) {
       const model = await mockModel(mock);
