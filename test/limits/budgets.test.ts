@@ -273,6 +273,22 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     expect((await chat(app, t.value, model, {})).statusCode).toBe(200);
   });
 
+  // Regression: the stored spending read for the refusal of a budget held by running calls was kept for a second, so
+  // once those calls ended (the budget now used up) refusals still said budget_in_use, retry in 1 s.
+  it('a budget used up by calls that just ended is budget_exceeded at once, not budget_in_use', async () => {
+    const t = await token(d, { budget: { maxTokens: 205, period: 'day' } });
+    fake().usage = { prompt: 10, completion: 90 };
+    const before = fake().requests.length;
+    fake().queue({ delayMs: 400 }, { delayMs: 400 });
+    // 10 input + 90 output reserved by each: 5 tokens left, less than a call needs.
+    const running = [0, 1].map(() => chat(app, t.value, model, { max_tokens: 90 }));
+    await vi.waitFor(() => expect(fake().requests.length).toBe(before + 2), { timeout: 5_000, interval: 10 });
+    expectRefused(await chat(app, t.value, model, { max_tokens: 90 }), 'budget_in_use', [1, 1]);
+    for (const res of await Promise.all(running)) expect(res.statusCode).toBe(200);
+    expectRefused(await chat(app, t.value, model, { max_tokens: 90 }), 'budget_exceeded', RETRY_AFTER.day!);
+    expect(fake().requests.length).toBe(before + 2);
+  });
+
   // Regressions: a PATCH that restarts the budget counters (another period) started them from stored usage, which
   // lacked the calls still running, and those calls were settled on the old counters only; calls admitted while the
   // project had no limits reserved nothing and were never counted at all. Either way the project could spend its

@@ -189,8 +189,11 @@ function budgetSubjectId(subject: LimitSubject): string {
  * from stored usage after a restart.
  */
 export class LimitService {
-  /** Stored spending by budget subject and period, for a second: refusals of a used-up budget share one query. */
-  private readonly recentSpending = new ExpiringMap<Promise<{ tokens: number; cost: number }>>();
+  /**
+   * Stored spending by budget subject (for the period it was read for), for a second: refusals of a used-up budget
+   * share one query. A settled call changes it, so settling forgets the subject's reading.
+   */
+  private readonly recentSpending = new ExpiringMap<{ since: number; reading: Promise<{ tokens: number; cost: number }> }>();
 
   constructor(private readonly counters: Counters, private readonly usage: UsageService) {}
 
@@ -276,6 +279,7 @@ export class LimitService {
     const moved = current !== reservation.subjects || spent.some((c) => c.periodEnd !== null && now >= c.periodEnd);
     if (!moved) {
       if (spent.length > 0) await this.counters.adjust(spent.map((c) => settlement(c, used(c.kind))));
+      this.forgetSpending(reservation.subjects);
       return;
     }
     // Rate-limit windows stay the minute the call was admitted in; only budget counters follow the call.
@@ -291,6 +295,7 @@ export class LimitService {
     // Budget counters the call did not reserve on: it counts there only by what it used.
     for (const [key, kind] of budgetsNow) changes.push({ key, amount: used(kind) });
     await this.counters.adjust(changes);
+    this.forgetSpending(current);
   }
 
   /**
@@ -303,6 +308,7 @@ export class LimitService {
       .filter((c) => c.kind !== 'requests')
       .map((c) => ({ key: c.key, amount: counted(c.kind, actual) }));
     await this.counters.adjust(changes);
+    this.forgetSpending(subjects);
   }
 
   private async seed(counter: PlannedCounter): Promise<void> {
@@ -319,15 +325,25 @@ export class LimitService {
    * counter share the read): a client hammering a used-up budget costs one query a second, not one a request.
    */
   private async recentlySpent(counter: PlannedCounter): Promise<number> {
-    const key = `${budgetSubjectId(counter.subject)}:${counter.since}`;
-    let read = this.recentSpending.get(key)?.value;
+    const key = budgetSubjectId(counter.subject);
+    const cached = this.recentSpending.get(key)?.value;
+    let read = cached?.since === counter.since ? cached.reading : undefined;
     if (!read) {
       const reading = this.usage.totalsSince(counter.subject.scope, counter.since);
-      this.recentSpending.set(key, reading, Date.now() + 1_000);
+      this.recentSpending.set(key, { since: counter.since, reading }, Date.now() + 1_000);
       reading.catch(() => this.recentSpending.delete(key));
       read = reading;
     }
     return unitsOf(counter.kind, await read);
+  }
+
+  /**
+   * Drops the cached stored spending of subjects a call was just settled on: a refusal read while it ran, kept, would
+   * still call a budget that call used up "taken by calls in progress". (The call's usage event is recorded right
+   * after its settlement, before any later refusal reads.)
+   */
+  private forgetSpending(subjects: LimitSubject[]): void {
+    for (const subject of subjects) if (subject.budget) this.recentSpending.delete(budgetSubjectId(subject));
   }
 
   /**
