@@ -6,6 +6,12 @@ const SSN = '123-45-6789';
 /** The SSN with its dashes as JSON `\u002d` escapes: what a JSON parser (Anthropic's provider, a client) decodes to SSN. */
 const ESCAPED_ARGS = '{"ssn":"123\\u002d45\\u002d6789"}';
 const REDACTED_ARGS = '{"ssn":"[REDACTED:us_ssn]"}';
+/**
+ * A finding right after a JSON escape: read as JSON text, `\n123-45-6789` is one word "n123-45-6789" and hides the
+ * SSN, and `\njohn@...` lets an email's local part swallow the escape's letter (regressions).
+ */
+const NEWLINE_ARGS = '{"a":"pay\\n123-45-6789","b":"line\\njohn.doe@example.com"}';
+const NEWLINE_REDACTED = '{"a":"pay\\n[REDACTED:us_ssn]","b":"line\\n[REDACTED:email]"}';
 
 const toolTurn = (fn: Record<string, unknown>) => [{ role: 'user', content: 'hi' }, { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', ...fn } }] }, { role: 'tool', tool_call_id: 'c1', content: 'ok' }];
 const answer = (message: Record<string, unknown>) => ({
@@ -43,6 +49,22 @@ describe('guardrail field coverage', () => {
       expect((upstreamMessages()[1]!.tool_calls as { function: { arguments: string } }[])[0]!.function.arguments).toBe('{"city":"Zürich"}');
     });
 
+    it('arguments are read with their escapes decoded, and redacted into valid JSON that keeps them', async () => {
+      const res = await chat(s.blockIn, { messages: toolTurn({ arguments: NEWLINE_ARGS }) });
+      expect(res.statusCode, res.body).toBe(400);
+      expect(s.fake.requests).toHaveLength(0);
+      expect((await chat(s.redactIn, { messages: toolTurn({ arguments: NEWLINE_ARGS }) })).statusCode).toBe(200);
+      const sent = (upstreamMessages()[1]!.tool_calls as { function: { arguments: string } }[])[0]!.function.arguments;
+      expect(sent).toBe(NEWLINE_REDACTED);
+      expect(JSON.parse(sent)).toEqual({ a: 'pay\n[REDACTED:us_ssn]', b: 'line\n[REDACTED:email]' });
+    });
+
+    it('arguments that are not JSON are read with their escapes decoded too', async () => {
+      const res = await chat(s.blockIn, { messages: toolTurn({ arguments: '{"a":"pay\\n123\\u002d45-6789' }) });
+      expect(res.statusCode, res.body).toBe(400);
+      expect(s.fake.requests).toHaveLength(0);
+    });
+
     it('non-string arguments and refusals are refused with a 400 naming the field', async () => {
       const cases: [unknown[], RegExp][] = [
         [toolTurn({ arguments: { ssn: SSN } }), /messages\.1\.tool_calls\.0\.function\.arguments must be of type string/],
@@ -75,6 +97,7 @@ describe('guardrail field coverage', () => {
       ['object tool arguments', { content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: { ssn: SSN } } }] }],
       ['an output_text part', { content: [{ type: 'output_text', text: `ssn ${SSN}` }] }],
       ['escaped tool arguments', { content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: ESCAPED_ARGS } }] }],
+      ['a finding after an escape in tool arguments', { content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{"a":"pay\\n123-45-6789"}' } }] }],
     ];
     it.each(shapes)('%s is blocked', async (_name, message) => {
       s.fake.queue({ body: answer(message) });
@@ -96,6 +119,7 @@ describe('guardrail field coverage', () => {
       expect(redacted[2].tool_calls[0].function.arguments).toBe(REDACTED_ARGS);
       expect(redacted[3].content).toEqual([{ type: 'output_text', text: 'ssn [REDACTED:us_ssn]' }]);
       expect(redacted[4].tool_calls[0].function.arguments).toBe(REDACTED_ARGS);
+      expect(redacted[5].tool_calls[0].function.arguments).toBe('{"a":"pay\\n[REDACTED:us_ssn]"}');
     });
 
     it('escaped arguments reach the client canonical even when nothing is found', async () => {
@@ -110,6 +134,7 @@ describe('guardrail field coverage', () => {
       ['reasoning', [{ reasoning: 'ssn 123-45-' }, { reasoning: '6789' }, { content: 'ok' }]],
       ['an audio transcript', [{ audio: { id: 'a', data: 'AA', transcript: 'ssn 123-45-' } }, { audio: { data: 'BB', transcript: '6789' } }]],
       ['escaped tool arguments', [{ tool_calls: [{ index: 0, id: 'c1', type: 'function', function: { name: 'f', arguments: '{"ssn":"123\\u002d45' } }] }, { tool_calls: [{ index: 0, function: { arguments: '\\u002d6789"}' } }] }]],
+      ['a finding after an escape in tool arguments', [{ tool_calls: [{ index: 0, id: 'c1', type: 'function', function: { name: 'f', arguments: '{"a":"pay\\' } }] }, { tool_calls: [{ index: 0, function: { arguments: 'n123-45-6789"}' } }] }]],
     ];
     it.each(streams)('%s is held to the end: a block sends none of it', async (_name, deltas) => {
       s.fake.queue({ deltas });
@@ -129,6 +154,7 @@ describe('guardrail field coverage', () => {
       expect(sent[0]!.filter((d) => 'reasoning' in d)).toEqual([{ reasoning: 'ssn [REDACTED:us_ssn]' }]);
       expect(sent[1]!.filter((d) => 'audio' in d)).toEqual([{ audio: { id: 'a', data: 'AA' } }, { audio: { data: 'BB', transcript: 'ssn [REDACTED:us_ssn]' } }]);
       expect(sent[2]!.filter((d) => 'tool_calls' in d)).toEqual([{ tool_calls: [{ index: 0, id: 'c1', type: 'function', function: { name: 'f', arguments: REDACTED_ARGS } }] }]);
+      expect(sent[3]!.filter((d) => 'tool_calls' in d)).toEqual([{ tool_calls: [{ index: 0, id: 'c1', type: 'function', function: { name: 'f', arguments: '{"a":"pay\\n[REDACTED:us_ssn]"}' } }] }]);
     });
   });
 });

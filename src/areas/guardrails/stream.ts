@@ -1,6 +1,6 @@
 import { ERRORS } from '../../http/errors.js';
 import type { ChatChunk, JsonObject } from '../../providers/types.js';
-import { argumentsJson, canonicalArguments, MESSAGE_TEXT_FIELDS, type MessageTextField } from './fields.js';
+import { argumentsJson, MESSAGE_TEXT_FIELDS, readableArguments, writtenArguments, type MessageTextField } from './fields.js';
 import type { Enforced } from './evaluator.js';
 
 /**
@@ -48,11 +48,14 @@ interface Channel {
   sentText: string;
 }
 
+/** Function or tool call arguments, held to the end: `json` says whether they were JSON once whole. */
+type ArgumentsChannel = Channel & { name?: unknown; json?: boolean };
+
 interface ChoiceState {
   content: Channel;
   held: Record<MessageTextField, Channel>;
-  functionCall?: Channel & { name?: unknown };
-  tools: Map<number, Channel & { id?: unknown; type?: unknown; name?: unknown }>;
+  functionCall?: ArgumentsChannel;
+  tools: Map<number, ArgumentsChannel & { id?: unknown; type?: unknown }>;
   /** Audio deltas without their transcript pieces, held with the transcript: the transcript goes in the last one. */
   audio?: Channel & { parts: Record<string, unknown>[] };
 }
@@ -61,14 +64,19 @@ const channel = (): Channel => ({ text: '', sent: 0, sentText: '' });
 /** Delta fields of text (MESSAGE_TEXT_FIELDS) are held to the end and sent back under the name the upstream used. */
 const newState = (): ChoiceState => ({ content: channel(), held: Object.fromEntries(MESSAGE_TEXT_FIELDS.map((field) => [field, channel()])) as ChoiceState['held'], tools: new Map() });
 
-/** A piece of streamed arguments: a string as it comes (whole arguments are canonicalised at the end), another value as JSON. */
+/** A piece of streamed arguments: a string as it comes (whole arguments are made readable at the end), another value as JSON. */
 function argumentsPiece(value: unknown): string {
   return typeof value === 'string' ? value : (argumentsJson(value) ?? '');
 }
 
-/** Whole arguments read as the client will read them (see canonicalArguments). */
-function canonicalise(state: ChoiceState): void {
-  for (const held of [state.functionCall, ...state.tools.values()]) if (held) held.text = canonicalArguments(held.text);
+/** Whole arguments made readable (see readableArguments), with whether they were JSON, to be written back so. */
+function makeReadable(state: ChoiceState): void {
+  for (const held of [state.functionCall, ...state.tools.values()]) {
+    if (!held) continue;
+    const readable = readableArguments(held.text);
+    held.text = readable.text;
+    held.json = readable.json;
+  }
 }
 
 /** The audio deltas to send at the end, the last one carrying the checked transcript. */
@@ -90,7 +98,7 @@ function chunkOf(template: JsonObject, index: number, delta: Record<string, unkn
 
 /**
  * Passes a chat stream through output guardrails. Content is held back and released as it is checked, redacted
- * where a guardrail redacts; refusals, reasoning, function and tool call arguments (canonicalised) and audio (with its
+ * where a guardrail redacts; refusals, reasoning, function and tool call arguments (read with their escapes decoded) and audio (with its
  * transcript) are held to the end and checked with it; roles go at once; finish reasons and usage come last.
  * Logprobs are dropped (they repeat the text token by token).
  */
@@ -137,9 +145,10 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
       if (!final) continue;
       const delta: Record<string, unknown> = {};
       for (const field of MESSAGE_TEXT_FIELDS) if (state.held[field].text) delta[field] = texts[all.indexOf(state.held[field])];
-      if (state.functionCall) delta.function_call = { name: state.functionCall.name, arguments: texts[all.indexOf(state.functionCall)] };
+      const written = (held: ArgumentsChannel) => writtenArguments(texts[all.indexOf(held)] ?? held.text, held.json ?? false);
+      if (state.functionCall) delta.function_call = { name: state.functionCall.name, arguments: written(state.functionCall) };
       if (state.tools.size > 0) {
-        delta.tool_calls = [...state.tools].map(([k, tool]) => ({ index: k, id: tool.id, type: tool.type ?? 'function', function: { name: tool.name, arguments: texts[all.indexOf(tool)] } }));
+        delta.tool_calls = [...state.tools].map(([k, tool]) => ({ index: k, id: tool.id, type: tool.type ?? 'function', function: { name: tool.name, arguments: written(tool) } }));
       }
       if (state.audio) {
         const audio = audioDeltas(state.audio, texts[all.indexOf(state.audio)]);
@@ -171,7 +180,7 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
         if (Object.keys(part).length > 0) held.parts.push(part);
       }
       if (typeof functionCall === 'object' && functionCall !== null) {
-        const held: Channel & { name?: unknown } = (state.functionCall ??= channel());
+        const held: ArgumentsChannel = (state.functionCall ??= channel());
         held.name ??= functionCall.name;
         held.text += argumentsPiece(functionCall.arguments);
       }
@@ -204,8 +213,8 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
       yield* release(false);
     }
   }
-  // Whole arguments are checked, and sent, as the client will read them.
-  for (const state of choices.values()) canonicalise(state);
+  // Whole arguments are checked with their escapes decoded, and sent as JSON again.
+  for (const state of choices.values()) makeReadable(state);
   if (mode === 'observe') await check(channels().map((c) => c.text), true);
   else yield* release(true);
   yield* closing;

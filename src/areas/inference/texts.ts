@@ -1,5 +1,5 @@
 import type { GuardedText } from '../guardrails/evaluator.js';
-import { argumentsJson, canonicalArguments, MESSAGE_TEXT_FIELDS } from '../guardrails/fields.js';
+import { argumentsJson, MESSAGE_TEXT_FIELDS, readableArguments, writtenArguments } from '../guardrails/fields.js';
 import type { JsonObject } from '../../providers/types.js';
 
 /** The texts of a request or an answer that guardrails read, and how to put changed (redacted) ones back. */
@@ -33,10 +33,6 @@ type Message = {
 /** Part fields read from a part of any type ("text", "input_text", "output_text", "refusal"...) that has them. */
 const PART_FIELDS = ['text', 'refusal'] as const;
 
-/** The text of an arguments value: a string canonicalised, any other value (an upstream's object) as JSON. */
-function argumentsText(value: unknown): string | undefined {
-  return typeof value === 'string' ? canonicalArguments(value) : argumentsJson(value);
-}
 
 /**
  * Every text of a chat message, in one fixed order: string content or its parts' text and refusals, a refusal,
@@ -47,11 +43,15 @@ function argumentsText(value: unknown): string | undefined {
 function mapMessageTexts(message: Message, each: (text: string) => string): { message: Message; canonicalised: boolean } {
   const out: Message = { ...message };
   let canonicalised = false;
+  // Read with their escapes decoded (readableArguments), written back as JSON; any other value (an upstream's object)
+  // is read as its JSON.
   const args = (value: unknown): string | undefined => {
-    const text = argumentsText(value);
+    const text = typeof value === 'string' ? value : argumentsJson(value);
     if (text === undefined) return undefined;
-    if (typeof value === 'string' && text !== value) canonicalised = true;
-    return each(text);
+    const readable = readableArguments(text);
+    const written = writtenArguments(each(readable.text), readable.json);
+    if (typeof value === 'string' && written !== value) canonicalised = true;
+    return written;
   };
   if (typeof message.content === 'string') out.content = each(message.content);
   else if (Array.isArray(message.content)) {
