@@ -142,6 +142,55 @@ describe.each(BACKENDS)('guardrails enforced on model calls on %s', (backend) =>
     expect((await evaluationRows(t, 'rules-open')).map((r) => [Number(r.passed), categories(r.categories)])).toEqual([[1, ['evaluation_error']]]);
   });
 
+  // Regression: a judge upstream's 429 was taken for the caller's own limits: the client got the judge's 429 (its
+  // text, its Retry-After) whatever the failMode, and an open guardrail's call was refused.
+  it("a judge model's upstream answering 429 is a failing judge, which failMode decides", async () => {
+    const judge = await registerFakeModel(t, fake, { capabilities: ['chat'] });
+    await guardrail(t, { key: 'quota-closed', type: 'custom_prompt', config: { rules: 'Be polite.' }, modelKey: judge });
+    await guardrail(t, { key: 'quota-open', type: 'custom_prompt', config: { rules: 'Be polite.' }, modelKey: judge, failMode: 'open' });
+    const quota = { status: 429, headers: { 'retry-after': '7' }, body: { error: { message: 'judge quota exhausted for org-123', type: 'requests' } } };
+    fake.queue(quota);
+    const refused = await chat(await model({ input: ['quota-closed'] }), 'hello');
+    expect(refused.statusCode, refused.body).toBe(400);
+    expect(refused.json().error).toMatchObject({ guardrail_key: 'quota-closed', findings: [{ category: 'evaluation_error', block: true }] });
+    expect(refused.headers['retry-after']).toBeUndefined();
+    fake.queue(quota);
+    expect((await chat(await model({ input: ['quota-open'] }), 'hello')).statusCode).toBe(200);
+  });
+
+  // Regression: a moderation endpoint's results in another shape (categories as a list or a string) matched no
+  // category and passed, even with failMode closed; `flagged` alone was never read.
+  it('a moderation judge answering results in another shape fails (closed: blocked); flagged alone blocks', async () => {
+    const judge = await registerFakeModel(t, fake, { capabilities: ['moderation'] });
+    await guardrail(t, { key: 'mod-judge', type: 'moderation', config: { engine: 'model' }, modelKey: judge });
+    const guarded = await model({ input: ['mod-judge'] });
+    const moderation = (result: unknown) => ({ status: 200, body: { id: 'modr-1', model: 'omni', results: [result] } });
+    for (const result of [{ flagged: true, categories: ['violence'] }, { flagged: true, categories: 'violence' }, { flagged: true }, 'flagged']) {
+      fake.queue(moderation(result));
+      const res = await chat(guarded, 'I will hurt you');
+      expect(res.statusCode, JSON.stringify(result)).toBe(400);
+      expect(res.json().error.findings, JSON.stringify(result)).toEqual([expect.objectContaining({ category: 'evaluation_error' })]);
+    }
+    fake.queue(moderation({ flagged: true, categories: {} }));
+    const unnamed = await chat(guarded, 'I will hurt you');
+    expect(unnamed.statusCode).toBe(400);
+    expect(unnamed.json().error.findings).toEqual([expect.objectContaining({ category: 'unspecified' })]);
+    fake.queue(moderation({ flagged: false, categories: { violence: false } }));
+    expect((await chat(guarded, 'I will hurt you')).statusCode).toBe(200);
+  });
+
+  // Regression: a judge's verdict without usage was metered with 0 output tokens.
+  it("a judge's answer without usage is metered with its output counted", async () => {
+    const judge = await registerFakeModel(t, fake, { capabilities: ['chat'] });
+    await guardrail(t, { key: 'rules-count', type: 'custom_prompt', config: { rules: 'Be polite.' }, modelKey: judge });
+    const { usage: _usage, ...verdict } = judgeAnswer('{"passed": true, "reason": "The text is polite and harmless."}');
+    fake.queue({ body: verdict });
+    expect((await chat(await model({ input: ['rules-count'] }), 'hello')).statusCode).toBe(200);
+    const [row] = await usageRowsOf(t, judge);
+    expect(row).toMatchObject({ service: 'guardrails', status: 200 });
+    expect(row!.output_tokens).toBeGreaterThan(5);
+  });
+
   describe('streams', () => {
     it('an output redaction holds back text: an address split across chunks never reaches the client', async () => {
       const key = await model({ output: ['pii-redact'] });

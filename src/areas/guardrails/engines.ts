@@ -1,4 +1,4 @@
-import { AppError } from '../../http/errors.js';
+import { AppError, UpstreamRejection } from '../../http/errors.js';
 import type { JsonObject } from '../../providers/types.js';
 import { isJsonObject } from '../../platform/text.js';
 import { classifyContent, MODERATION_CATEGORIES } from './moderation.js';
@@ -115,8 +115,9 @@ async function call<T>(what: () => Promise<T>): Promise<T> {
   try {
     return await what();
   } catch (err) {
-    // A caller over its budget or rate limit is refused as such (429), not as a failing judge.
-    if (err instanceof EvaluationError || (err instanceof AppError && err.statusCode === 429)) throw err;
+    // A caller over its own budget or rate limit is refused as such (429), not as a failing judge; a 429 of the
+    // judge's upstream (an UpstreamRejection) is the judge failing, which the guardrail's failMode decides.
+    if (err instanceof EvaluationError || (err instanceof AppError && err.statusCode === 429 && !(err instanceof UpstreamRejection))) throw err;
     throw new EvaluationError(`The judge model call failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
 }
@@ -128,12 +129,20 @@ async function runModelModeration(guardrail: GuardrailRecord, text: string, judg
   const threshold = guardrail.config.threshold as number | undefined;
   if (capabilities.includes('moderation')) {
     const answer = await call(() => judge.moderate(guardrail.modelKey!, text));
-    const result = (answer.results as { categories?: Record<string, unknown>; category_scores?: Record<string, unknown> }[] | undefined)?.[0];
-    if (!result?.categories) throw new EvaluationError('The moderation model answered without results');
-    const scores = result.category_scores ?? {};
-    const findings = Object.entries(result.categories)
+    const result: unknown = Array.isArray(answer.results) ? answer.results[0] : undefined;
+    // OpenAI's shape: categories and scores are objects by category name. Anything else is no answer (failMode decides).
+    if (!isJsonObject(result) || !isJsonObject(result.categories) || !(result.category_scores === undefined || isJsonObject(result.category_scores))) {
+      throw new EvaluationError('The moderation model did not answer results with categories by name');
+    }
+    const categories = result.categories;
+    const scores = (result.category_scores ?? {}) as Record<string, unknown>;
+    const findings: Finding[] = Object.entries(categories)
       .filter(([category, flagged]) => wanted.has(category) && (threshold === undefined ? flagged === true : Number(scores[category] ?? 0) >= threshold))
       .map(([category]) => ({ category, message: `Content flagged as ${category} by the moderation model (score ${Number(scores[category] ?? 1).toFixed(2)})`, block: true }));
+    // Flagged without any category flagged: the model's verdict still stands, as a chat judge's does.
+    if (threshold === undefined && result.flagged === true && !Object.values(categories).includes(true)) {
+      findings.push({ category: 'unspecified', message: 'Content flagged by the moderation model without a category', block: true });
+    }
     return { findings };
   }
   const extra = ((guardrail.config.extraCategories as { name: string }[] | undefined) ?? []).map((c) => c.name);

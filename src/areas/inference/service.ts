@@ -279,7 +279,16 @@ export class InferenceService {
     return {
       chat: async (modelKey, body) => {
         const request = { ...body, model: modelKey };
-        const call = { capability: 'chat' as const, service: 'guardrails', endpoint: '/chat/completions', estimateInput: lazy(() => estimateChatInput(request)), desiredOutput: requestedMaxTokens(request) ?? DEFAULT_OUTPUT_RESERVE, charged };
+        const call = {
+          capability: 'chat' as const,
+          service: 'guardrails',
+          endpoint: '/chat/completions',
+          estimateInput: lazy(() => estimateChatInput(request)),
+          // A verdict without usage is counted, as any chat answer is: not billed as no output.
+          estimateOutput: estimateChatOutput,
+          desiredOutput: requestedMaxTokens(request) ?? DEFAULT_OUTPUT_RESERVE,
+          charged,
+        };
         return (await this.jsonCall(judgeCaller(), request, call, null, (provider, model, upstreamBody) => provider.chat(model.target, upstreamBody, callOptions))).body;
       },
       moderate: async (modelKey, input) => {
