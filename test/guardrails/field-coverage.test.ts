@@ -130,6 +130,18 @@ describe('guardrail field coverage', () => {
   });
 
   describe('streams', () => {
+    // Regression: a guarded stream passed on every choice field beside the delta, so text in a `message` an upstream
+    // put there reached the client unchecked.
+    it('text beside a choice\'s delta does not reach the client unchecked; the finish reason and scalars do', async () => {
+      const chunkOf = (choice: Record<string, unknown>) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [choice] })}\n\n`;
+      s.fake.queue({ raw: chunkOf({ index: 0, delta: { role: 'assistant', content: 'ok' } }) + chunkOf({ index: 0, delta: {}, message: { content: `ssn ${SSN}` }, note: `ssn ${SSN}`, seq: 2, finish_reason: 'stop' }) + 'data: [DONE]\n\n' });
+      const res = await chat(s.redactOut, { stream: true });
+      expect(res.body).not.toContain('6789');
+      const finish = sseJson(res.body).flatMap((e) => (e.choices as Record<string, unknown>[] | undefined) ?? []).find((c) => c.finish_reason === 'stop');
+      expect(finish).toEqual({ index: 0, delta: {}, seq: 2, finish_reason: 'stop' });
+    });
+
+
     const streams: [string, Delta[]][] = [
       ['reasoning', [{ reasoning: 'ssn 123-45-' }, { reasoning: '6789' }, { content: 'ok' }]],
       ['an audio transcript', [{ audio: { id: 'a', data: 'AA', transcript: 'ssn 123-45-' } }, { audio: { data: 'BB', transcript: '6789' } }]],

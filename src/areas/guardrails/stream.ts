@@ -85,6 +85,20 @@ function audioDeltas(audio: NonNullable<ChoiceState['audio']>, transcript: strin
   return parts.map((part, i) => (i === parts.length - 1 && transcript ? { ...part, transcript } : part));
 }
 
+/**
+ * What a guarded stream passes on of a choice besides its delta: the index, the finish reason, and other fields that
+ * cannot hold text (numbers, booleans, null). A `message` or any other text an upstream puts beside the delta would
+ * reach the client unchecked; logprobs repeat the text token by token.
+ */
+function keptFields(choice: Choice): Record<string, unknown> {
+  const kept: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(choice)) {
+    const scalar = value === null || typeof value === 'number' || typeof value === 'boolean';
+    if (field === 'index' || field === 'finish_reason' || (scalar && field !== 'delta' && field !== 'logprobs')) kept[field] = value;
+  }
+  return kept;
+}
+
 function choicesOf(chunk: ChatChunk): Choice[] {
   const choices = chunk.data.choices as Choice[] | undefined;
   // Entries that are not objects carry nothing to check (a malformed upstream's nulls).
@@ -100,7 +114,7 @@ function chunkOf(template: JsonObject, index: number, delta: Record<string, unkn
  * Passes a chat stream through output guardrails. Content is held back and released as it is checked, redacted
  * where a guardrail redacts; refusals, reasoning, function and tool call arguments (read with their escapes decoded) and audio (with its
  * transcript) are held to the end and checked with it; roles go at once; finish reasons and usage come last.
- * Logprobs are dropped (they repeat the text token by token).
+ * Logprobs, and other choice fields that can hold text, are dropped (keptFields).
  */
 export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: StreamCheck, mode: StreamGuardMode): AsyncGenerator<ChatChunk> {
   const choices = new Map<number, ChoiceState>();
@@ -193,8 +207,7 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
         held.text += argumentsPiece(tool.function?.arguments);
         state.tools.set(k, held);
       }
-      const { logprobs: _logprobs, delta: _delta, ...kept } = choice;
-      if (Object.keys(other).length > 0 || choice.finish_reason != null) rest.push({ ...kept, delta: other });
+      if (Object.keys(other).length > 0 || choice.finish_reason != null) rest.push({ ...keptFields(choice), delta: other });
     }
     if (mode === 'observe') {
       // Flagging changes nothing: the client gets the stream as it comes, and the final check records it.
