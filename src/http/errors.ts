@@ -76,9 +76,15 @@ export const ERRORS = {
     }),
   rateLimited: (message: string, retryAfterSeconds: number) =>
     new AppError(429, 'rate_limit_error', message, 'rate_limit_exceeded', { 'retry-after': String(retryAfterSeconds) }),
-  /** A total budget never resets, so it has no Retry-After. */
+  /**
+   * A total budget never resets, so it has no Retry-After. `x-should-retry: false` tells the official OpenAI SDKs not
+   * to retry: they otherwise wait out any Retry-After, hours until the next day or month, before answering the caller.
+   */
   budgetExceeded: (message: string, retryAfterSeconds: number | null) =>
-    new AppError(429, 'rate_limit_error', message, 'budget_exceeded', retryAfterSeconds === null ? {} : { 'retry-after': String(retryAfterSeconds) }),
+    new AppError(429, 'rate_limit_error', message, 'budget_exceeded', {
+      'x-should-retry': 'false',
+      ...(retryAfterSeconds === null ? {} : { 'retry-after': String(retryAfterSeconds) }),
+    }),
   /** Running calls reserved what is left of a budget: it frees as they end. */
   budgetInUse: (message: string) => new AppError(429, 'rate_limit_error', message, 'budget_in_use', { 'retry-after': '1' }),
   unavailable: (message: string, retryAfterSeconds?: number) =>

@@ -138,6 +138,15 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     expect(fake().requests.at(-1)!.body).toMatchObject({ n: 4, max_tokens: 232 });
   });
 
+  it('a call that needs more than the whole budget is told so, not that the budget is used up', async () => {
+    const t = await token(d, { budget: { maxTokens: 30, period: 'day' } });
+    const before = fake().requests.length;
+    const refused = await chat(app, t.value, model, { messages: [{ role: 'user', content: 'word '.repeat(60) }] });
+    expectRefused(refused, 'budget_exceeded', RETRY_AFTER.day!);
+    expect(refused.json().error.message).toMatch(/daily budget of 30 tokens is smaller than this call needs \(at least \d+ tokens\)/);
+    expect(fake().requests.length).toBe(before);
+  });
+
   it('a call with more choices than output tokens left is refused without an upstream call', async () => {
     // 13 tokens: 3 left after the 10 of input, one token each for 3 choices but not for 4.
     const t = await token(d, { budget: { maxTokens: 13, period: 'total' } });

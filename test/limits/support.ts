@@ -143,6 +143,8 @@ export function embed(app: FastifyInstance, credential: string, model: string, i
 export function expectRefused(res: LightMyRequestResponse, code: 'rate_limit_exceeded' | 'budget_exceeded' | 'budget_in_use', retryAfter: [number, number] | null): void {
   expect(res.statusCode, res.body).toBe(429);
   expect(res.json().error).toMatchObject({ type: 'rate_limit_error', code });
+  // The OpenAI SDKs wait out any Retry-After before they answer: a used-up budget tells them not to retry.
+  expect(res.headers['x-should-retry']).toBe(code === 'budget_exceeded' ? 'false' : undefined);
   const header = res.headers['retry-after'];
   if (retryAfter === null) {
     expect(header).toBeUndefined();

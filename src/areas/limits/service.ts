@@ -355,7 +355,12 @@ export class LimitService {
     const who = counter.subject.kind === 'token' ? "This token's" : "This project's";
     const retryAfter = counter.retryAfterMs === null ? null : Math.max(1, Math.ceil(counter.retryAfterMs / 1000));
     if (!counter.seeded) return ERRORS.rateLimited(`${who} ${counter.describe} is reached; retry later`, retryAfter!);
-    if ((await this.recentlySpent(counter)) + counter.base + counter.perUnit * minimumOutput > counter.limit) {
+    const needed = counter.base + counter.perUnit * minimumOutput;
+    if (needed > counter.limit) {
+      const amount = counter.kind === 'cost' ? `${needed / NANO} USD` : `${needed} tokens`;
+      return ERRORS.budgetExceeded(`${who} ${counter.describe} is smaller than this call needs (at least ${amount}); it cannot be admitted in any period`, retryAfter);
+    }
+    if ((await this.recentlySpent(counter)) + needed > counter.limit) {
       return ERRORS.budgetExceeded(`${who} ${counter.describe} is used up`, retryAfter);
     }
     return ERRORS.budgetInUse(`${who} ${counter.describe} is taken by the reservations of calls in progress; retry shortly`);
