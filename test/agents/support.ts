@@ -1,6 +1,6 @@
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { expect } from 'vitest';
-import { call, createToken, type TestApp } from '../helpers/app.js';
+import { call, type TestApp } from '../helpers/app.js';
 
 export const AGENTS = '/api/client/v1/agents';
 
@@ -38,10 +38,4 @@ export function respond(t: TestApp, body: Record<string, unknown>, token = t.own
   return agentsCall(t, { method: 'POST', url: `${AGENTS}/responses`, payload: body }, token);
 }
 
-/** A new project of the tenant and an owner token of it: what another project's caller holds. */
-export async function otherProject(t: TestApp, name: string): Promise<{ id: string; token: string }> {
-  const res = await call(t.app, t.adminSession, { method: 'POST', url: '/api/projects', payload: { name } });
-  expect(res.statusCode, res.body).toBe(201);
-  const id = res.json().project.id as string;
-  return { id, token: (await createToken(t, { role: 'owner', projectId: id })).value };
-}
+export { otherProject } from '../helpers/app.js';

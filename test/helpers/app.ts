@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import pino from 'pino';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { createContext, type Context } from '../../src/context.js';
@@ -95,6 +95,14 @@ export async function createToken(
   const res = await call(t.app, session, { method: 'POST', url: '/api/tokens', payload: { name: 'test', projectId: 'default', role: 'member', ...body } });
   if (res.statusCode !== 201) throw new Error(`token create failed: ${res.statusCode} ${res.body}`);
   return { id: res.json().token.id, value: res.json().value };
+}
+
+/** A new project of the tenant and an owner token of it: what another project's caller holds. */
+export async function otherProject(t: Pick<TestApp, 'app' | 'adminSession'>, name: string): Promise<{ id: string; token: string }> {
+  const res = await call(t.app, t.adminSession, { method: 'POST', url: '/api/projects', payload: { name } });
+  expect(res.statusCode, res.body).toBe(201);
+  const id = res.json().project.id as string;
+  return { id, token: (await createToken(t, { role: 'owner', projectId: id })).value };
 }
 
 /** Creates a user in the admin's tenant and logs in as them. */

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BACKENDS, call } from '../helpers/app.js';
+import { BACKENDS, call, otherProject } from '../helpers/app.js';
 import { CLIENT, post, registerFakeModel, setupInference, UPSTREAM_KEY, type InferenceSetup } from '../helpers/inference.js';
 import { registerModel } from '../helpers/models.js';
 
@@ -134,6 +134,22 @@ describe.each(BACKENDS)('OpenAI-compatible client endpoints on %s', (backend) =>
     expect(lastUpstream().path).toBe('/v1/moderations');
     expect(lastUpstream().body).toEqual({ model: 'gpt-upstream-full', input: ['a friendly text', 'please flag me'] });
     expectGatewayHeaders(res);
+  });
+
+  // OpenAI's SDKs leave `model` out of a moderation by default (OpenAI answers with its own default model).
+  it("moderations without a model go to the project's one moderation model; none or several is a 400 saying so", async () => {
+    const several = await post(s.t, s.token.value, '/moderations', { input: 'x' });
+    expect(several.statusCode, several.body).toBe(400);
+    expect(several.json().error.message).toMatch(/body\.model is required: the project has several moderation models \(.*\)/);
+
+    const other = await otherProject(s.t, `Moderation ${Date.now()}`);
+    const none = await post(s.t, other.token, '/moderations', { input: 'x' });
+    expect(none.statusCode, none.body).toBe(400);
+    expect(none.json().error.message).toMatch(/no model with the moderation capability/);
+    await registerModel(s.t, { key: 'only-moderation', provider: { type: 'openai-compatible', baseUrl: s.fake.baseUrl }, upstreamModel: 'omni-upstream', capabilities: ['moderation'] }, { project: other.id });
+    const one = await post(s.t, other.token, '/moderations', { input: ['a friendly text'] });
+    expect(one.statusCode, one.body).toBe(200);
+    expect(lastUpstream().body).toEqual({ model: 'omni-upstream', input: ['a friendly text'] });
   });
 
   it('GET /models lists the built-in and registered models as an OpenAI model list', async () => {

@@ -64,7 +64,8 @@ export const EmbeddingsBody = Type.Object(
 
 export const ModerationsBody = Type.Object(
   {
-    model: ModelKey,
+    // Optional, as in OpenAI's API: without it the project's one moderation model answers.
+    model: Type.Optional(ModelKey),
     input: Type.Union([Type.String(), Type.Array(Type.Union([Type.String(), Type.Object({}, open)]), { minItems: 1 })]),
   },
   open,

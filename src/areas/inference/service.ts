@@ -529,10 +529,23 @@ export class InferenceService {
     );
   }
 
-  moderations(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
-    const estimateInput = lazy(() => estimateEmbeddingInput(body.input));
-    return this.jsonCall(caller, body, { capability: 'moderation', service: 'moderations', endpoint: '/moderations', estimateInput, desiredOutput: 0 }, null, (provider, model, upstreamBody) =>
+  async moderations(caller: Caller, body: JsonObject): Promise<JsonAnswer> {
+    // OpenAI's SDKs may leave `model` out (OpenAI then answers with its default model): the project's moderation model.
+    const request = body.model === undefined ? { ...body, model: await this.defaultModerationModel(caller.scope) } : body;
+    const estimateInput = lazy(() => estimateEmbeddingInput(request.input));
+    return this.jsonCall(caller, request, { capability: 'moderation', service: 'moderations', endpoint: '/moderations', estimateInput, desiredOutput: 0 }, null, (provider, model, upstreamBody) =>
       provider.moderations(model.target, upstreamBody, { signal: caller.signal, requestId: caller.requestId }),
+    );
+  }
+
+  /** The key of the project's one model with the moderation capability; 400 when it has none or several. */
+  private async defaultModerationModel(scope: ProjectScope): Promise<string> {
+    const keys = (await this.models.list(scope)).filter((model) => model.capabilities.includes('moderation')).map((model) => model.key);
+    if (keys.length === 1) return keys[0]!;
+    throw ERRORS.validation(
+      keys.length === 0
+        ? 'body.model is required: the project has no model with the moderation capability'
+        : `body.model is required: the project has several moderation models (${keys.join(', ')})`,
     );
   }
 
