@@ -181,7 +181,13 @@ async function* completionChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Ch
   const text = Buffer.concat(parts).toString('utf8');
   const completion = parseObject(text);
   if (isErrorAnswer(completion)) throw new UpstreamError('http', 'Upstream reported an error', 502, openAiErrorBody(200, completion, text));
-  const head = { id: completion.id, object: 'chat.completion.chunk', created: completion.created, model: completion.model };
+  const head = {
+    id: completion.id,
+    object: 'chat.completion.chunk',
+    created: completion.created,
+    model: completion.model,
+    ...(completion.system_fingerprint !== undefined ? { system_fingerprint: completion.system_fingerprint } : {}),
+  };
   const choices = Array.isArray(completion.choices) ? (completion.choices as unknown[]) : [];
   if (choices.some((choice) => !isJsonObject(choice))) throw new UpstreamError('malformed', 'Upstream answered a stream request with a choice that is not an object');
   for (const [position, choice] of (choices as JsonObject[]).entries()) {
@@ -189,7 +195,8 @@ async function* completionChunks(body: AsyncIterable<Buffer>): AsyncGenerator<Ch
     const message = (choice.message ?? {}) as JsonObject;
     const toolCalls = Array.isArray(message.tool_calls) ? (message.tool_calls as JsonObject[]).map((call, i) => ({ index: i, ...call })) : undefined;
     const delta = { role: 'assistant', content: message.content ?? '', ...carried(message), ...(toolCalls ? { tool_calls: toolCalls } : {}) };
-    yield { data: { ...head, choices: [{ index, delta, finish_reason: null }] } };
+    // Logprobs, when asked for, go with the content they describe, as in a stream.
+    yield { data: { ...head, choices: [{ index, delta, ...(choice.logprobs != null ? { logprobs: choice.logprobs } : {}), finish_reason: null }] } };
     yield { data: { ...head, choices: [{ index, delta: {}, finish_reason: choice.finish_reason ?? 'stop' }] } };
   }
   // Only counts in OpenAI's form reach the client; without them Waygate counts the stream's tokens itself.

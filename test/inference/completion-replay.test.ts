@@ -31,6 +31,18 @@ describe('a JSON completion replayed as a stream', () => {
     expect(sent[0]).toMatchObject({ role: 'assistant', function_call: { name: 'f', arguments: '{"a":1}' }, refusal: 'No.' });
   });
 
+  // Regression (SDK probe): the replay dropped both, so an SDK's finalChatCompletion() had no logprobs.
+  it("the answer's logprobs and system_fingerprint are carried", async () => {
+    const logprobs = { content: [{ token: 'ok', logprob: -0.1, bytes: [111, 107], top_logprobs: [] }] };
+    const answer = { ...completion({ content: 'ok' }, 'stop'), system_fingerprint: 'fp_1' };
+    answer.choices[0] = { ...answer.choices[0]!, logprobs } as (typeof answer.choices)[number];
+    s.fake.queue({ raw: JSON.stringify(answer) });
+    const res = await post(s.t, s.token.value, '/chat/completions', chatBody(model, { stream: true, logprobs: true }));
+    const events = sseJson(res.body).filter((e) => Array.isArray(e.choices) && (e.choices as unknown[]).length > 0);
+    for (const event of events) expect(event.system_fingerprint).toBe('fp_1');
+    expect((events[0]!.choices as Record<string, unknown>[])[0]!.logprobs).toEqual(logprobs);
+  });
+
   it('reasoning, under either name, is carried; null fields are not', async () => {
     const sent = await deltas({ content: 'ok', reasoning_content: 'thought', reasoning: 'thought too', refusal: null });
     expect(sent[0]).toEqual({ role: 'assistant', content: 'ok', reasoning_content: 'thought', reasoning: 'thought too' });
