@@ -1,35 +1,57 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { readableArguments, writtenArguments } from '../../src/areas/guardrails/fields.js';
+import { scanPii } from '../../src/areas/guardrails/pii.js';
 
-/** Function arguments as guardrails read them (escapes decoded) and as they are sent again (JSON). */
+/** Function arguments as guardrails read them (every escape decoded) and as they are sent again. */
 describe('readable and written arguments', () => {
-  it('decodes escapes of control characters, \\u and \\/, and keeps quotes and backslashes escaped', () => {
-    expect(readableArguments('{"a": "pay with\\n4111"}')).toEqual({ text: '{"a":"pay with\n4111"}', json: true });
-    expect(readableArguments('{"u":"https:\\/\\/x.test\\/p","e":"a\\u0040b.test"}')).toEqual({ text: '{"u":"https://x.test/p","e":"a@b.test"}', json: true });
-    expect(readableArguments('{"q":"a\\\\nb \\"x\\""}')).toEqual({ text: '{"q":"a\\\\nb \\"x\\""}', json: true });
-    // Not JSON (cut off): every escape but a quote's and a backslash's is decoded all the same.
-    expect(readableArguments('{"x":"a\\u0040b\\t\\/\\u0022')).toEqual({ text: '{"x":"a@b\t/\\u0022', json: false });
+  it('decodes every escape but a quote and a backslash, which stay escaped in their short form', () => {
+    expect(readableArguments('{"a": "pay with\\n4111"}')).toBe('{"a": "pay with\n4111"}');
+    expect(readableArguments('{"u":"https:\\/\\/x.test\\/p","e":"a\\u0040b.test","s":"\\ud800x"}')).toBe('{"u":"https://x.test/p","e":"a@b.test","s":"\ud800x"}');
+    expect(readableArguments('{"q":"a\\\\nb \\"x\\" \\u0022y\\u005c"}')).toBe('{"q":"a\\\\nb \\"x\\" \\"y\\\\"}');
+    // Cut off, not JSON: decoded all the same.
+    expect(readableArguments('{"x":"a\\u0040b\\t')).toBe('{"x":"a@b\t');
   });
 
-  it('writes control characters as escapes again', () => {
-    expect(writtenArguments('{"a":"pay with\n[REDACTED]"}', true)).toBe('{"a":"pay with\\n[REDACTED]"}');
-    expect(writtenArguments('{"x":"cut\toff', false)).toBe('{"x":"cut\\toff');
+  it('a finding after an escape is read: a line break, a lone surrogate, a quote written as \\u0022', () => {
+    for (const args of ['{"a":"pay\\n123-45-6789"}', '{"a":"pay \\ud800123-45-6789"}', '{"a":"pay \\udc00123-45-6789"}', '{"a":"x\\u0022123-45-6789', '{"a":"x\\u000a123-45-6789"}']) {
+      expect(scanPii(readableArguments(args)).map((f) => f.category), args).toContain('us_ssn');
+    }
+  });
+
+  it('sends arguments nothing changed exactly as they came', () => {
+    for (const text of ['{ "n": 12345678901234567890, "x": 1e400, "z": -0 }', '{"a":1,"a":2}', '{\n  "a": "\\u00e9\\n"\n}', 'not json \\n']) {
+      expect(writtenArguments(text, readableArguments(text), readableArguments(text))).toBe(text);
+    }
+  });
+
+  it('escapes control characters and lone surrogates again, inside strings only', () => {
+    const original = '{\n  "a": "pay with\\n4111", "s": "\\ud800"\n}';
+    const checked = readableArguments(original).replace('4111', '[REDACTED]');
+    expect(writtenArguments(original, readableArguments(original), checked)).toBe('{\n  "a": "pay with\\n[REDACTED]", "s": "\\ud800"\n}');
+    expect(JSON.parse(writtenArguments(original, readableArguments(original), checked))).toEqual({ a: 'pay with\n[REDACTED]', s: '\ud800' });
   });
 
   it('keeps JSON arguments JSON when a redaction took part of their structure', () => {
-    const written = writtenArguments('{"a":"[REDACTED]', true);
-    expect(JSON.parse(written)).toBe('{"a":"[REDACTED]');
+    const original = '{"a":"x"}';
+    expect(JSON.parse(writtenArguments(original, original, '{"a":"[REDACTED]'))).toBe('{"a":"[REDACTED]');
   });
 
-  const json = fc.jsonValue({ maxDepth: 3 });
+  /** JSON texts in other forms than JSON.stringify's: spaces, every character as a \u escape, big numbers. */
+  const texts = fc.oneof(
+    fc.jsonValue({ maxDepth: 3, stringUnit: 'binary' }).map((value) => JSON.stringify(value)),
+    fc.jsonValue({ maxDepth: 3, stringUnit: 'binary' }).map((value) => JSON.stringify(value, null, 2)),
+    fc.string({ unit: 'binary', maxLength: 30 }).map((s) => `{"k": "${[...s].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('')}", "n": 123456789012345678901}`),
+  );
 
-  it('property: read and written back unchanged, JSON arguments mean what they meant', () => {
+  it('property: arguments nothing changed are sent as they came; what is read is what a JSON parser reads', () => {
     fc.assert(
-      fc.property(json, (value) => {
-        const readable = readableArguments(JSON.stringify(value));
-        expect(readable.json).toBe(true);
-        expect(JSON.parse(writtenArguments(readable.text, true))).toEqual(JSON.parse(JSON.stringify(value)));
+      fc.property(texts, (text) => {
+        const readable = readableArguments(text);
+        expect(writtenArguments(text, readable, readable)).toBe(text);
+        // Written back after a change that touches nothing a parser reads differently, the meaning stays.
+        const written = writtenArguments(text, readable, `${readable} `);
+        expect(JSON.parse(written)).toEqual(JSON.parse(text));
       }),
       { numRuns: 500 },
     );
@@ -37,11 +59,11 @@ describe('readable and written arguments', () => {
 
   it('property: whatever a redaction replaces, JSON arguments stay JSON', () => {
     fc.assert(
-      fc.property(json, fc.nat(), fc.nat(), fc.string({ maxLength: 12 }), (value, from, length, replacement) => {
-        const { text } = readableArguments(JSON.stringify(value));
-        const start = from % (text.length + 1);
-        const redacted = text.slice(0, start) + replacement + text.slice(start + (length % 20));
-        expect(() => JSON.parse(writtenArguments(redacted, true))).not.toThrow();
+      fc.property(texts, fc.nat(), fc.nat(), fc.string({ unit: 'binary', maxLength: 12 }), (text, from, length, replacement) => {
+        const readable = readableArguments(text);
+        const start = from % (readable.length + 1);
+        const checked = readable.slice(0, start) + replacement + readable.slice(start + (length % 20));
+        expect(() => JSON.parse(writtenArguments(text, readable, checked))).not.toThrow();
       }),
       { numRuns: 500 },
     );

@@ -41,12 +41,12 @@ describe('guardrail field coverage', () => {
       expect(s.fake.requests).toHaveLength(0);
     });
 
-    it('escaped arguments go upstream canonical: redacted, or decoded when nothing is found', async () => {
+    it('escaped arguments go upstream redacted, or exactly as they came when nothing is found', async () => {
       expect((await chat(s.redactIn, { messages: toolTurn({ arguments: ESCAPED_ARGS }) })).statusCode).toBe(200);
       expect((upstreamMessages()[1]!.tool_calls as { function: { arguments: string } }[])[0]!.function.arguments).toBe(REDACTED_ARGS);
       s.fake.requests.length = 0;
       expect((await chat(s.redactIn, { messages: toolTurn({ arguments: '{"city":"Z\\u00fcrich"}' }) })).statusCode).toBe(200);
-      expect((upstreamMessages()[1]!.tool_calls as { function: { arguments: string } }[])[0]!.function.arguments).toBe('{"city":"Zürich"}');
+      expect((upstreamMessages()[1]!.tool_calls as { function: { arguments: string } }[])[0]!.function.arguments).toBe('{"city":"Z\\u00fcrich"}');
     });
 
     it('arguments are read with their escapes decoded, and redacted into valid JSON that keeps them', async () => {
@@ -122,10 +122,10 @@ describe('guardrail field coverage', () => {
       expect(redacted[5].tool_calls[0].function.arguments).toBe('{"a":"pay\\n[REDACTED:us_ssn]"}');
     });
 
-    it('escaped arguments reach the client canonical even when nothing is found', async () => {
-      s.fake.queue({ body: answer({ content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{"city":"Z\\u00fcrich"}' } }] }) });
+    it('escaped arguments reach the client exactly as they came when nothing is found', async () => {
+      s.fake.queue({ body: answer({ content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{ "city": "Z\\u00fcrich", "n": 12345678901234567890 }' } }] }) });
       const res = await chat(s.redactOut, {});
-      expect(res.json().choices[0].message.tool_calls[0].function.arguments).toBe('{"city":"Zürich"}');
+      expect(res.json().choices[0].message.tool_calls[0].function.arguments).toBe('{ "city": "Z\\u00fcrich", "n": 12345678901234567890 }');
     });
   });
 
@@ -139,6 +139,21 @@ describe('guardrail field coverage', () => {
       expect(res.body).not.toContain('6789');
       const finish = sseJson(res.body).flatMap((e) => (e.choices as Record<string, unknown>[] | undefined) ?? []).find((c) => c.finish_reason === 'stop');
       expect(finish).toEqual({ index: 0, delta: {}, seq: 2, finish_reason: 'stop' });
+      // Nor in the delta beside its texts, in the chunk's own fields, or as a finish reason or role.
+      const chunk = (choice: Record<string, unknown>, extra: Record<string, unknown> = {}) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', ...extra, choices: [choice] })}\n\n`;
+      s.fake.queue({
+        raw:
+          chunk({ index: 0, delta: { role: `ssn ${SSN}`, content: 'ok', text: `ssn ${SSN}`, annotations: [{ t: `ssn ${SSN}` }], n: 1 } }, { note: `ssn ${SSN}`, system_fingerprint: 'fp' }) +
+          chunk({ index: 0, delta: {}, finish_reason: `ssn ${SSN}` }) +
+          `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', note: `ssn ${SSN}`, choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } })}\n\n` +
+          'data: [DONE]\n\n',
+      });
+      const hidden = await chat(s.redactOut, { stream: true, stream_options: { include_usage: true } });
+      expect(hidden.body).not.toContain('6789');
+      const events = sseJson(hidden.body);
+      expect(events.some((e) => e.system_fingerprint === 'fp')).toBe(true);
+      expect(events.flatMap((e) => (e.choices as Record<string, unknown>[] | undefined) ?? []).map((c) => c.finish_reason).filter(Boolean)).toEqual(['stop']);
+      expect(events.some((e) => (e.usage as { total_tokens?: number } | undefined)?.total_tokens === 2)).toBe(true);
     });
 
 

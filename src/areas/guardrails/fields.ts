@@ -5,75 +5,81 @@ export const MESSAGE_TEXT_FIELDS = ['refusal', 'reasoning_content', 'reasoning']
 export type MessageTextField = (typeof MESSAGE_TEXT_FIELDS)[number];
 
 /**
- * Function arguments as guardrails read them: a JSON text's strings with their escapes decoded (`\u0040` is "@",
- * `\n` a line break), so that an escape can neither hide a finding (`\n4111 1111 1111 1111` would read as one word
- * "n4111...") nor be cut in two by a redaction. Valid JSON is first re-serialised (decoding `\u` and `\/` escapes);
- * then, in both valid and broken JSON, escaped control characters become the characters themselves. The structure
- * stays (quotes and backslashes are kept escaped), so `writtenArguments` can turn the text back into JSON.
+ * Function arguments as guardrails read them: every escape decoded, so that none can hide a finding (`\n4111 1111
+ * 1111 1111` would read as one word "n4111...", `\ud800` glue "ud800" to what follows) nor be cut in two by a
+ * redaction. A JSON parser reads each string so; quotes and backslashes stay escaped (they are the structure), and
+ * nothing outside strings changes, so arguments that guardrails leave alone are sent exactly as they came.
  */
-export function readableArguments(text: string): { text: string; json: boolean } {
-  let canonical: string;
-  let json = true;
-  try {
-    canonical = JSON.stringify(JSON.parse(text));
-  } catch {
-    canonical = text;
-    json = false;
-  }
-  return { text: decodeEscapes(canonical, !json), json };
-}
-
-/**
- * Arguments read by `readableArguments` (and perhaps redacted) as the arguments text to send: control characters
- * escaped again. Arguments that were JSON stay JSON: when a redaction took part of their structure (a custom rule's
- * pattern can match quotes and braces), they go as one JSON string holding the redacted text.
- */
-export function writtenArguments(readable: string, json: boolean): string {
-  const written = readable.replace(CONTROL_CHARACTERS, (c) => JSON.stringify(c).slice(1, -1));
-  if (!json) return written;
-  try {
-    JSON.parse(written);
-    return written;
-  } catch {
-    return JSON.stringify(readable);
-  }
-}
-
-// eslint-disable-next-line no-control-regex -- control characters are what it finds
-const CONTROL_CHARACTERS = /[\u0000-\u001f]/g;
-const SHORT_ESCAPES: Record<string, string> = { n: '\n', r: '\r', t: '\t', b: '\b', f: '\f' };
-
-/**
- * Escapes of control characters (`\n`, `\u0007`...) as the characters; in broken JSON (`all`) every `\u` escape and
- * `\/` as well. An escaped backslash or quote stays escaped: it is part of the structure.
- */
-function decodeEscapes(text: string, all: boolean): string {
+export function readableArguments(text: string): string {
   if (!text.includes('\\')) return text;
   let out = '';
   for (let i = 0; i < text.length; i++) {
     const c = text[i]!;
-    if (c !== '\\' || i + 1 >= text.length) {
+    const next = text[i + 1];
+    if (c !== '\\' || next === undefined) {
       out += c;
       continue;
     }
-    const next = text[i + 1]!;
-    const hex = next === 'u' ? text.slice(i + 2, i + 6) : '';
-    const code = /^[0-9a-fA-F]{4}$/.test(hex) ? parseInt(hex, 16) : -1;
-    if (SHORT_ESCAPES[next] !== undefined) {
-      out += SHORT_ESCAPES[next];
-      i += 1;
-    } else if (code >= 0 && (code < 0x20 || (all && code !== 0x22 && code !== 0x5c))) {
-      out += String.fromCharCode(code);
+    const code = next === 'u' && /^[0-9a-fA-F]{4}$/.test(text.slice(i + 2, i + 6)) ? parseInt(text.slice(i + 2, i + 6), 16) : -1;
+    if (code >= 0) {
+      // A quote or backslash written as \u stays an escape of the structure, in its short form.
+      out += code === 0x22 ? '\\"' : code === 0x5c ? '\\\\' : String.fromCharCode(code);
       i += 5;
-    } else if (all && next === '/') {
-      out += '/';
-      i += 1;
     } else {
-      out += c + next;
+      out += SHORT_ESCAPES[next] ?? c + next;
       i += 1;
     }
   }
   return out;
+}
+
+/**
+ * The arguments to send once guardrails read `readable` (from `original`) and gave back `checked`: the original
+ * itself when they changed nothing; otherwise `checked` with the characters JSON escapes inside strings (control
+ * characters, lone surrogates) escaped again. Arguments that were JSON stay JSON: when a redaction took part of their
+ * structure (a custom rule's pattern can match quotes and braces), they go as one JSON string holding the text.
+ */
+export function writtenArguments(original: string, readable: string, checked: string): string {
+  if (checked === readable) return original;
+  let written = '';
+  let inString = false;
+  for (let i = 0; i < checked.length; i++) {
+    const c = checked[i]!;
+    if (c === '\\') {
+      written += c + (checked[i + 1] ?? '');
+      i += 1;
+      continue;
+    }
+    if (c === '"') inString = !inString;
+    // JSON.stringify writes a control character or a lone surrogate as its escape (`\n`, `\u0007`, `\ud800`).
+    written += inString && NEEDS_ESCAPE.test(c) && !pairedSurrogate(checked, i) ? JSON.stringify(c).slice(1, -1) : c;
+    if (isHighSurrogate(c) && pairedSurrogate(checked, i)) written += checked[++i];
+  }
+  if (!isJson(original) || isJson(written)) return written;
+  return JSON.stringify(checked);
+}
+
+/** `\"` and `\\` are kept: they are the structure. */
+const SHORT_ESCAPES: Record<string, string> = { n: '\n', r: '\r', t: '\t', b: '\b', f: '\f', '/': '/' };
+/** Characters a JSON string holds only as escapes: control characters and (unpaired) surrogates. */
+// eslint-disable-next-line no-control-regex -- control characters are what it finds
+const NEEDS_ESCAPE = /[\u0000-\u001f\ud800-\udfff]/;
+
+const isHighSurrogate = (c: string) => c >= '\ud800' && c <= '\udbff';
+
+function pairedSurrogate(text: string, i: number): boolean {
+  const c = text[i]!;
+  if (isHighSurrogate(c)) return text[i + 1] !== undefined && text[i + 1]! >= '\udc00' && text[i + 1]! <= '\udfff';
+  return false;
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Arguments that are not a string (an upstream's object) as JSON text; nothing for null or a missing value. */

@@ -48,8 +48,8 @@ interface Channel {
   sentText: string;
 }
 
-/** Function or tool call arguments, held to the end: `json` says whether they were JSON once whole. */
-type ArgumentsChannel = Channel & { name?: unknown; json?: boolean };
+/** Function or tool call arguments, held to the end; `original`: the whole text as it came, once made readable. */
+type ArgumentsChannel = Channel & { name?: unknown; original?: string };
 
 interface ChoiceState {
   content: Channel;
@@ -69,13 +69,12 @@ function argumentsPiece(value: unknown): string {
   return typeof value === 'string' ? value : (argumentsJson(value) ?? '');
 }
 
-/** Whole arguments made readable (see readableArguments), with whether they were JSON, to be written back so. */
+/** Whole arguments made readable (see readableArguments), the text as it came kept to be sent when nothing changes. */
 function makeReadable(state: ChoiceState): void {
   for (const held of [state.functionCall, ...state.tools.values()]) {
     if (!held) continue;
-    const readable = readableArguments(held.text);
-    held.text = readable.text;
-    held.json = readable.json;
+    held.original = held.text;
+    held.text = readableArguments(held.text);
   }
 }
 
@@ -86,17 +85,45 @@ function audioDeltas(audio: NonNullable<ChoiceState['audio']>, transcript: strin
 }
 
 /**
- * What a guarded stream passes on of a choice besides its delta: the index, the finish reason, and other fields that
- * cannot hold text (numbers, booleans, null). A `message` or any other text an upstream puts beside the delta would
- * reach the client unchecked; logprobs repeat the text token by token.
+ * A guarded stream passes on only what it checked, and what cannot hold text: an upstream's text anywhere else (a
+ * `message` beside the delta, a delta's `text`, a field of the chunk, a finish reason) would reach the client
+ * unchecked. Logprobs repeat the text token by token.
  */
-function keptFields(choice: Choice): Record<string, unknown> {
+const CHUNK_FIELDS = new Set(['id', 'object', 'created', 'model', 'system_fingerprint', 'service_tier', 'usage']);
+/** What a role or a finish reason is: a word, not a text (`assistant`, `tool_calls`). */
+const KEYWORD = /^[a-z_]{1,32}$/;
+
+const isScalar = (value: unknown) => value === null || typeof value === 'number' || typeof value === 'boolean';
+
+/** Fields with no text in them, of a choice or a delta: numbers, booleans, null. */
+function scalarFields(fields: Record<string, unknown>, skip: ReadonlySet<string>): Record<string, unknown> {
   const kept: Record<string, unknown> = {};
-  for (const [field, value] of Object.entries(choice)) {
-    const scalar = value === null || typeof value === 'number' || typeof value === 'boolean';
-    if (field === 'index' || field === 'finish_reason' || (scalar && field !== 'delta' && field !== 'logprobs')) kept[field] = value;
-  }
+  for (const [field, value] of Object.entries(fields)) if (!skip.has(field) && isScalar(value)) kept[field] = value;
   return kept;
+}
+
+const CHOICE_SKIPPED = new Set(['delta', 'logprobs', 'finish_reason']);
+const NOTHING_SKIPPED = new Set<string>();
+
+/** A choice without its delta: its scalar fields, and a finish reason that is a word (else "stop"). */
+function keptFields(choice: Choice): Record<string, unknown> {
+  const kept = scalarFields(choice, CHOICE_SKIPPED);
+  if (choice.finish_reason != null) kept.finish_reason = typeof choice.finish_reason === 'string' && KEYWORD.test(choice.finish_reason) ? choice.finish_reason : 'stop';
+  return kept;
+}
+
+/** The rest of a delta (its texts are held): a role that is a word, and scalar fields. */
+function keptDelta(rest: Record<string, unknown>): Record<string, unknown> {
+  const kept = scalarFields(rest, NOTHING_SKIPPED);
+  if (typeof rest.role === 'string' && KEYWORD.test(rest.role)) kept.role = rest.role;
+  return kept;
+}
+
+/** A chunk's own fields that say what it is, with these choices. */
+function chunkWith(data: JsonObject, choices: unknown[]): ChatChunk {
+  const kept: JsonObject = {};
+  for (const field of CHUNK_FIELDS) if (data[field] !== undefined) kept[field] = data[field];
+  return { data: { ...kept, choices } };
 }
 
 function choicesOf(chunk: ChatChunk): Choice[] {
@@ -159,7 +186,7 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
       if (!final) continue;
       const delta: Record<string, unknown> = {};
       for (const field of MESSAGE_TEXT_FIELDS) if (state.held[field].text) delta[field] = texts[all.indexOf(state.held[field])];
-      const written = (held: ArgumentsChannel) => writtenArguments(texts[all.indexOf(held)] ?? held.text, held.json ?? false);
+      const written = (held: ArgumentsChannel) => writtenArguments(held.original ?? held.text, held.text, texts[all.indexOf(held)] ?? held.text);
       if (state.functionCall) delta.function_call = { name: state.functionCall.name, arguments: written(state.functionCall) };
       if (state.tools.size > 0) {
         delta.tool_calls = [...state.tools].map(([k, tool]) => ({ index: k, id: tool.id, type: tool.type ?? 'function', function: { name: tool.name, arguments: written(tool) } }));
@@ -207,7 +234,8 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
         held.text += argumentsPiece(tool.function?.arguments);
         state.tools.set(k, held);
       }
-      if (Object.keys(other).length > 0 || choice.finish_reason != null) rest.push({ ...keptFields(choice), delta: other });
+      const restOfDelta = keptDelta(other);
+      if (Object.keys(restOfDelta).length > 0 || choice.finish_reason != null) rest.push({ ...keptFields(choice), delta: restOfDelta });
     }
     if (mode === 'observe') {
       // Flagging changes nothing: the client gets the stream as it comes, and the final check records it.
@@ -217,8 +245,8 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
     const finishing = !Array.isArray(chunk.data.choices) || chunk.data.choices.length === 0 || rest.some((c) => c.finish_reason != null);
     // Roles go at once; finish reasons and the usage chunk (no choices) after the last checked text.
     if (rest.length > 0 || finishing) {
-      const kept = { data: { ...chunk.data, choices: rest } };
-      if (finishing) closing.push(Array.isArray(chunk.data.choices) && chunk.data.choices.length === 0 ? chunk : kept);
+      const kept = chunkWith(chunk.data, rest);
+      if (finishing) closing.push(kept);
       else yield kept;
     }
     const grown = contentLength() - checkedUpTo;

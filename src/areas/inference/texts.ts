@@ -33,25 +33,20 @@ type Message = {
 /** Part fields read from a part of any type ("text", "input_text", "output_text", "refusal"...) that has them. */
 const PART_FIELDS = ['text', 'refusal'] as const;
 
-
 /**
  * Every text of a chat message, in one fixed order: string content or its parts' text and refusals, a refusal,
  * reasoning, an audio transcript, tool call arguments, and the arguments of a legacy function call. `each` gets each
- * text and returns what goes in its place; the message comes back with them (arguments always as strings), and
- * whether an arguments string was canonicalised (so it must be written even when nothing else changes).
+ * text and returns what goes in its place; the message comes back with them (arguments always as strings).
  */
-function mapMessageTexts(message: Message, each: (text: string) => string): { message: Message; canonicalised: boolean } {
+function mapMessageTexts(message: Message, each: (text: string) => string): Message {
   const out: Message = { ...message };
-  let canonicalised = false;
-  // Read with their escapes decoded (readableArguments), written back as JSON; any other value (an upstream's object)
-  // is read as its JSON.
+  // Read with their escapes decoded (readableArguments), and sent as they came unless a guardrail changed them; any
+  // other value (an upstream's object) is read, and sent, as its JSON.
   const args = (value: unknown): string | undefined => {
     const text = typeof value === 'string' ? value : argumentsJson(value);
     if (text === undefined) return undefined;
     const readable = readableArguments(text);
-    const written = writtenArguments(each(readable.text), readable.json);
-    if (typeof value === 'string' && written !== value) canonicalised = true;
-    return written;
+    return writtenArguments(text, readable, each(readable));
   };
   if (typeof message.content === 'string') out.content = each(message.content);
   else if (Array.isArray(message.content)) {
@@ -72,26 +67,21 @@ function mapMessageTexts(message: Message, each: (text: string) => string): { me
   }
   const functionArguments = args(message.function_call?.arguments);
   if (functionArguments !== undefined) out.function_call = { ...message.function_call, arguments: functionArguments };
-  return { message: out, canonicalised };
+  return out;
 }
 
-/**
- * The texts of messages in order, and whether any arguments were canonicalised. Writing back walks the messages
- * again and replaces every text, so canonical arguments need not be kept from here.
- */
-function readMessages(messages: (Message | null | undefined)[]): { found: string[][]; canonicalised: boolean } {
-  let canonicalised = false;
-  const found = messages.map((message) => {
+/** The texts of each message, in order. Writing back walks the messages again and replaces every text. */
+function readMessages(messages: (Message | null | undefined)[]): string[][] {
+  return messages.map((message) => {
     const texts: string[] = [];
-    if (message) canonicalised = mapMessageTexts(message, (text) => (texts.push(text), text)).canonicalised || canonicalised;
+    if (message) mapMessageTexts(message, (text) => (texts.push(text), text));
     return texts;
   });
-  return { found, canonicalised };
 }
 
-/** Puts the texts back, in the order they were read (arguments come out canonical, as they were read). */
+/** Puts the texts back, in the order they were read. */
 function rewriteMessage(message: Message, next: () => string): Message {
-  return mapMessageTexts(message, next).message;
+  return mapMessageTexts(message, next);
 }
 
 function unchanged(before: GuardedText[], after: string[]): boolean {
@@ -106,7 +96,7 @@ function cursor(texts: string[]): () => string {
 /** Chat request: the texts of every message. */
 export function chatInputTexts(body: JsonObject): TextSlots {
   const messages = (body.messages as Message[] | undefined) ?? [];
-  const { found, canonicalised } = readMessages(messages);
+  const found = readMessages(messages);
   const texts: GuardedText[] = [];
   messages.forEach((message, i) => {
     const trusted = TRUSTED_ROLES.has(String(message?.role));
@@ -115,8 +105,7 @@ export function chatInputTexts(body: JsonObject): TextSlots {
   return {
     texts,
     write(next) {
-      // Canonicalised arguments go upstream in the form the guardrails read, redacted or not.
-      if (unchanged(texts, next) && !canonicalised) return body;
+      if (unchanged(texts, next)) return body;
       const take = cursor(next);
       return { ...body, messages: messages.map((message) => (message ? rewriteMessage(message, take) : message)) };
     },
@@ -144,14 +133,13 @@ export function embeddingInputTexts(body: JsonObject): TextSlots {
 export function chatOutputTexts(answer: JsonObject): TextSlots {
   // Not an array: a malformed answer, passed on as it came (there is no text to check in it).
   const choices = Array.isArray(answer.choices) ? (answer.choices as { message?: Message; logprobs?: unknown }[]) : [];
-  const { found, canonicalised } = readMessages(choices.map((choice) => choice?.message));
+  const found = readMessages(choices.map((choice) => choice?.message));
   const texts = found.flat().map((text) => ({ text, trusted: false }));
   const hasLogprobs = choices.some((choice) => choice?.logprobs != null);
   return {
     texts,
     write(next) {
-      // The client gets canonicalised arguments in the form the guardrails read.
-      if (unchanged(texts, next) && !hasLogprobs && !canonicalised) return answer;
+      if (unchanged(texts, next) && !hasLogprobs) return answer;
       const take = cursor(next);
       return {
         ...answer,
