@@ -85,6 +85,8 @@ export const ERRORS = {
       'x-should-retry': 'false',
       ...(retryAfterSeconds === null ? {} : { 'retry-after': String(retryAfterSeconds) }),
     }),
+  /** A call larger than a whole limit (a budget or tokens per minute): waiting never helps, so no retry is asked for. */
+  neverAdmitted: (message: string, code: 'budget_exceeded' | 'rate_limit_exceeded') => new AppError(429, 'rate_limit_error', message, code, { 'x-should-retry': 'false' }),
   /** Running calls reserved what is left of a budget: it frees as they end. */
   budgetInUse: (message: string) => new AppError(429, 'rate_limit_error', message, 'budget_in_use', { 'retry-after': '1' }),
   unavailable: (message: string, retryAfterSeconds?: number) =>

@@ -177,6 +177,17 @@ describe.each(BACKENDS)('guardrails enforced on model calls on %s', (backend) =>
     expect(unnamed.json().error.findings).toEqual([expect.objectContaining({ category: 'unspecified' })]);
     fake.queue(moderation({ flagged: false, categories: { violence: false } }));
     expect((await chat(guarded, 'I will hurt you')).statusCode).toBe(200);
+    // With a threshold the scores decide: missing or not numbers, there is no verdict.
+    await guardrail(t, { key: 'mod-scores', type: 'moderation', config: { engine: 'model', threshold: 0.5 }, modelKey: judge });
+    const scored = await model({ input: ['mod-scores'] });
+    for (const scores of [undefined, { violence: '0.9' }, { violence: null }]) {
+      fake.queue(moderation({ flagged: true, categories: { violence: true }, ...(scores ? { category_scores: scores } : {}) }));
+      const res = await chat(scored, 'I will hurt you');
+      expect(res.statusCode, JSON.stringify(scores)).toBe(400);
+      expect(res.json().error.findings).toEqual([expect.objectContaining({ category: 'evaluation_error' })]);
+    }
+    fake.queue(moderation({ flagged: true, categories: { violence: true }, category_scores: { violence: 0.9 } }));
+    expect((await chat(scored, 'I will hurt you')).json().error.findings).toEqual([expect.objectContaining({ category: 'violence' })]);
   });
 
   // Regression: a judge's verdict without usage was metered with 0 output tokens.

@@ -138,12 +138,19 @@ describe.each(SETUPS)('budgets on $backend with $counters counters', ({ backend,
     expect(fake().requests.at(-1)!.body).toMatchObject({ n: 4, max_tokens: 232 });
   });
 
-  it('a call that needs more than the whole budget is told so, not that the budget is used up', async () => {
+  it('a call that needs more than the whole budget is told so, without a Retry-After: no period will admit it', async () => {
+    const big = { messages: [{ role: 'user', content: 'word '.repeat(60) }] };
     const t = await token(d, { budget: { maxTokens: 30, period: 'day' } });
     const before = fake().requests.length;
-    const refused = await chat(app, t.value, model, { messages: [{ role: 'user', content: 'word '.repeat(60) }] });
-    expectRefused(refused, 'budget_exceeded', RETRY_AFTER.day!);
-    expect(refused.json().error.message).toMatch(/daily budget of 30 tokens is smaller than this call needs \(at least \d+ tokens\)/);
+    const refused = await chat(app, t.value, model, big);
+    expectRefused(refused, 'budget_exceeded', null);
+    expect(refused.json().error.message).toMatch(/daily budget of 30 tokens is smaller than this call needs \(at least \d+ tokens\): it can never be admitted/);
+    // A cost budget says so in dollars. $1 per million tokens: the call's input alone costs more than the budget.
+    const priced = await fakeModel(d, fake(), { pricing: { inputPer1M: 1, outputPer1M: 1, currency: 'USD' } });
+    const cheap = await token(d, { budget: { maxCostUsd: 0.00001, period: 'month' } });
+    const costly = await chat(app, cheap.value, priced, big);
+    expectRefused(costly, 'budget_exceeded', null);
+    expect(costly.json().error.message).toMatch(/monthly budget of 0.00001 USD is smaller than this call needs \(at least 0\.0000\d+ USD\)/);
     expect(fake().requests.length).toBe(before);
   });
 

@@ -68,6 +68,18 @@ describe.each(SETUPS)('rate limits on $backend with $counters counters', ({ back
     expect(fake().requests.length).toBe(before);
   });
 
+  it('a call larger than the whole tokens-per-minute limit is told it can never be admitted, and not to retry', async () => {
+    const { app } = first(d);
+    const limited = await token(d, { rateLimit: { tpm: 20 } });
+    const before = fake().requests.length;
+    const refused = await chat(app, limited.value, model, { messages: [{ role: 'user', content: 'word '.repeat(60) }] });
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json().error).toMatchObject({ code: 'rate_limit_exceeded', message: expect.stringMatching(/20 tokens per minute is smaller than this call needs .*never be admitted/) });
+    expect(refused.headers['x-should-retry']).toBe('false');
+    expect(refused.headers['retry-after']).toBeUndefined();
+    expect(fake().requests.length).toBe(before);
+  });
+
   it('gives back what a call reserved beyond what it used, so later calls fit', async () => {
     const { app } = first(d);
     const limited = await token(d, { rateLimit: { tpm: 100 } });

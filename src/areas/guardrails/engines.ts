@@ -134,6 +134,10 @@ async function runModelModeration(guardrail: GuardrailRecord, text: string, judg
     if (!isJsonObject(result) || !isJsonObject(result.categories) || !(result.category_scores === undefined || isJsonObject(result.category_scores))) {
       throw new EvaluationError('The moderation model did not answer results with categories by name');
     }
+    // With a threshold the scores decide: without them (or with other values) there is no verdict.
+    if (threshold !== undefined && !(isJsonObject(result.category_scores) && Object.values(result.category_scores).every((score) => typeof score === 'number' && Number.isFinite(score)))) {
+      throw new EvaluationError('The moderation model did not answer category_scores as numbers, which the threshold needs');
+    }
     const categories = result.categories;
     const scores = (result.category_scores ?? {}) as Record<string, unknown>;
     const findings: Finding[] = Object.entries(categories)

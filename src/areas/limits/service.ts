@@ -354,12 +354,13 @@ export class LimitService {
   private async refusal(counter: PlannedCounter, minimumOutput: number): Promise<AppError> {
     const who = counter.subject.kind === 'token' ? "This token's" : "This project's";
     const retryAfter = counter.retryAfterMs === null ? null : Math.max(1, Math.ceil(counter.retryAfterMs / 1000));
-    if (!counter.seeded) return ERRORS.rateLimited(`${who} ${counter.describe} is reached; retry later`, retryAfter!);
     const needed = counter.base + counter.perUnit * minimumOutput;
     if (needed > counter.limit) {
-      const amount = counter.kind === 'cost' ? `${needed / NANO} USD` : `${needed} tokens`;
-      return ERRORS.budgetExceeded(`${who} ${counter.describe} is smaller than this call needs (at least ${amount}); it cannot be admitted in any period`, retryAfter);
+      const amount = counter.kind === 'cost' ? `${(needed / NANO).toLocaleString('en-US', { maximumFractionDigits: 9 })} USD` : `${needed} ${counter.kind}`;
+      const message = `${who} ${counter.describe} is smaller than this call needs (at least ${amount}): it can never be admitted`;
+      return ERRORS.neverAdmitted(message, counter.seeded ? 'budget_exceeded' : 'rate_limit_exceeded');
     }
+    if (!counter.seeded) return ERRORS.rateLimited(`${who} ${counter.describe} is reached; retry later`, retryAfter!);
     if ((await this.recentlySpent(counter)) + needed > counter.limit) {
       return ERRORS.budgetExceeded(`${who} ${counter.describe} is used up`, retryAfter);
     }
