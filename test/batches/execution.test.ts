@@ -187,6 +187,17 @@ describe.each(BACKENDS)('running batches on %s', (backend) => {
     expect(fake.requests).toHaveLength(0);
   });
 
+  // An item larger than the whole tokens-per-minute limit would wait for a minute that never comes.
+  it("an item larger than the token's whole tokens-per-minute limit fails with 429 instead of waiting", async () => {
+    const token = await createToken(t, { name: 'tiny-tpm', rateLimit: { tpm: 5 } });
+    const created = await createBatch(t, { endpoint: CHAT, requests: chatLines(model, 2) }, token.value);
+    const batch = await waitForBatch(t, created.id, ['completed'], token.value);
+    expect(batch.request_counts).toEqual({ total: 2, completed: 0, failed: 2, cancelled: 0 });
+    const { lines } = await resultsOf(t, batch.id, '', token.value);
+    expect(lines[0]!.error!.message).toMatch(/5 tokens per minute is smaller than this call needs/);
+    expect(fake.requests).toHaveLength(0);
+  });
+
   it("the token's budget is shared with its direct calls: a batch cannot spend past it", async () => {
     // 15 tokens a call (10 in, 5 out); room for 3 calls counting the reserved output allowance of 5 at most.
     const token = await createToken(t, { name: 'shared-budget', budget: { maxTokens: 45, period: 'total' } });
