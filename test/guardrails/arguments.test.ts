@@ -32,6 +32,12 @@ describe('readable and written arguments', () => {
     expect(JSON.parse(writtenArguments(original, readableArguments(original), checked))).toEqual({ a: 'pay with\n[REDACTED]', s: '\ud800' });
   });
 
+  it('a redacted number becomes a string, so the arguments keep their shape', () => {
+    const original = '{"card_number": 4111111111111111, "n": 2}';
+    const checked = original.replace('4111111111111111', '[REDACTED:credit_card]');
+    expect(JSON.parse(writtenArguments(original, original, checked))).toEqual({ card_number: '[REDACTED:credit_card]', n: 2 });
+  });
+
   it('keeps JSON arguments JSON when a redaction took part of their structure', () => {
     const original = '{"a":"x"}';
     expect(JSON.parse(writtenArguments(original, original, '{"a":"[REDACTED]'))).toBe('{"a":"[REDACTED]');

@@ -145,7 +145,7 @@ describe('guardrail field coverage', () => {
         raw:
           chunk({ index: 0, delta: { role: `ssn ${SSN}`, content: 'ok', text: `ssn ${SSN}`, annotations: [{ t: `ssn ${SSN}` }], n: 1 } }, { note: `ssn ${SSN}`, system_fingerprint: 'fp' }) +
           chunk({ index: 0, delta: {}, finish_reason: `ssn ${SSN}` }) +
-          `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', note: `ssn ${SSN}`, choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } })}\n\n` +
+          `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', note: `ssn ${SSN}`, choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2, note: `ssn ${SSN}`, prompt_tokens_details: { cached_tokens: 0 } } })}\n\n` +
           'data: [DONE]\n\n',
       });
       const hidden = await chat(s.redactOut, { stream: true, stream_options: { include_usage: true } });
@@ -153,7 +153,7 @@ describe('guardrail field coverage', () => {
       const events = sseJson(hidden.body);
       expect(events.some((e) => e.system_fingerprint === 'fp')).toBe(true);
       expect(events.flatMap((e) => (e.choices as Record<string, unknown>[] | undefined) ?? []).map((c) => c.finish_reason).filter(Boolean)).toEqual(['stop']);
-      expect(events.some((e) => (e.usage as { total_tokens?: number } | undefined)?.total_tokens === 2)).toBe(true);
+      expect(events.find((e) => e.usage)!.usage).toEqual({ prompt_tokens: 1, completion_tokens: 1, total_tokens: 2, prompt_tokens_details: { cached_tokens: 0 } });
     });
 
 

@@ -105,11 +105,23 @@ function scalarFields(fields: Record<string, unknown>, skip: ReadonlySet<string>
 const CHOICE_SKIPPED = new Set(['delta', 'logprobs', 'finish_reason']);
 const NOTHING_SKIPPED = new Set<string>();
 
-/** A choice without its delta: its scalar fields, and a finish reason that is a word (else "stop"). */
+/** A choice without its delta: its scalar fields, and a finish reason that is null or a word (else "stop"). */
 function keptFields(choice: Choice): Record<string, unknown> {
   const kept = scalarFields(choice, CHOICE_SKIPPED);
-  if (choice.finish_reason != null) kept.finish_reason = typeof choice.finish_reason === 'string' && KEYWORD.test(choice.finish_reason) ? choice.finish_reason : 'stop';
+  const reason = choice.finish_reason;
+  if (reason !== undefined) kept.finish_reason = reason === null || (typeof reason === 'string' && KEYWORD.test(reason)) ? reason : 'stop';
   return kept;
+}
+
+/** Usage as counts: numbers, and objects of numbers (`prompt_tokens_details`), nothing that could hold text. */
+function usageCounts(usage: unknown): unknown {
+  if (typeof usage !== 'object' || usage === null) return typeof usage === 'number' ? usage : undefined;
+  const counts: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(usage)) {
+    const count = usageCounts(value);
+    if (count !== undefined) counts[field] = count;
+  }
+  return counts;
 }
 
 /** The rest of a delta (its texts are held): a role that is a word, and scalar fields. */
@@ -119,10 +131,12 @@ function keptDelta(rest: Record<string, unknown>): Record<string, unknown> {
   return kept;
 }
 
-/** A chunk's own fields that say what it is, with these choices. */
+/** A chunk's own fields that say what it is, with these choices; its usage as counts, its service tier if a word. */
 function chunkWith(data: JsonObject, choices: unknown[]): ChatChunk {
   const kept: JsonObject = {};
   for (const field of CHUNK_FIELDS) if (data[field] !== undefined) kept[field] = data[field];
+  if (data.usage != null) kept.usage = usageCounts(data.usage);
+  if (typeof data.service_tier === 'string' && !KEYWORD.test(data.service_tier)) delete kept.service_tier;
   return { data: { ...kept, choices } };
 }
 
