@@ -170,7 +170,10 @@ const bodyArb = fc.oneof(
 ).map(([base, mutations]) => {
   if (base === null || typeof base !== 'object' || Array.isArray(base)) return base;
   const copy = JSON.parse(JSON.stringify(base)) as Record<string, unknown>;
-  for (const [path, value] of mutations) {
+  for (const [path, shared] of mutations) {
+    // A copy: fc.constantFrom hands out the same object every time, and a later mutation writing into it (a provider
+    // that is that object) would make it cyclic for every run after.
+    const value = structuredClone(shared);
     const provider = copy.provider;
     if (path.length === 1) copy[path[0]!] = value;
     else if (provider && typeof provider === 'object' && !Array.isArray(provider)) (provider as Record<string, unknown>)[path[1]!] = value;
