@@ -32,7 +32,19 @@ export class AppError extends Error {
   errorBody(): { error: Record<string, unknown> } {
     return { error: { message: this.message, type: this.type, ...(this.code ? { code: this.code } : {}), ...this.details } };
   }
+
+  /** Whether the refusal tells its caller that retrying cannot help (see NO_RETRY). */
+  get final(): boolean {
+    return this.headers[NO_RETRY_HEADER] === 'false';
+  }
 }
+
+/**
+ * What tells the official OpenAI SDKs not to retry: they otherwise wait out any Retry-After, hours until the next day
+ * or month, before answering their caller. Waygate's own batch worker reads it too (`AppError.final`).
+ */
+const NO_RETRY_HEADER = 'x-should-retry';
+const NO_RETRY = { [NO_RETRY_HEADER]: 'false' };
 
 /** An upstream's 4xx answer: the client gets the upstream's own error object. */
 export class UpstreamRejection extends AppError {
@@ -76,17 +88,14 @@ export const ERRORS = {
     }),
   rateLimited: (message: string, retryAfterSeconds: number) =>
     new AppError(429, 'rate_limit_error', message, 'rate_limit_exceeded', { 'retry-after': String(retryAfterSeconds) }),
-  /**
-   * A total budget never resets, so it has no Retry-After. `x-should-retry: false` tells the official OpenAI SDKs not
-   * to retry: they otherwise wait out any Retry-After, hours until the next day or month, before answering the caller.
-   */
+  /** A total budget never resets, so it has no Retry-After; a used-up one asks for no retry before it (NO_RETRY). */
   budgetExceeded: (message: string, retryAfterSeconds: number | null) =>
     new AppError(429, 'rate_limit_error', message, 'budget_exceeded', {
-      'x-should-retry': 'false',
+      ...NO_RETRY,
       ...(retryAfterSeconds === null ? {} : { 'retry-after': String(retryAfterSeconds) }),
     }),
   /** A call larger than a whole limit (a budget or tokens per minute): waiting never helps, so no retry is asked for. */
-  neverAdmitted: (message: string, code: 'budget_exceeded' | 'rate_limit_exceeded') => new AppError(429, 'rate_limit_error', message, code, { 'x-should-retry': 'false' }),
+  neverAdmitted: (message: string, code: 'budget_exceeded' | 'rate_limit_exceeded') => new AppError(429, 'rate_limit_error', message, code, NO_RETRY),
   /** Running calls reserved what is left of a budget: it frees as they end. */
   budgetInUse: (message: string) => new AppError(429, 'rate_limit_error', message, 'budget_in_use', { 'retry-after': '1' }),
   unavailable: (message: string, retryAfterSeconds?: number) =>

@@ -69,14 +69,14 @@ function transient(err: unknown): boolean {
 /**
  * Waygate's own rpm/tpm limit, or a budget whose rest running calls (this batch's, often) have reserved: the item
  * waits, as told. An upstream's 429 may carry the same code, and is a transient failure instead; an item larger than
- * the whole limit (`x-should-retry: false`) would wait for ever, and fails.
+ * the whole limit (a final refusal) would wait for ever, and fails.
  */
 function ownRateLimit(err: unknown): err is AppError {
   return (
     err instanceof AppError &&
     !(err instanceof UpstreamRejection) &&
     (err.code === 'rate_limit_exceeded' || err.code === 'budget_in_use') &&
-    err.headers['x-should-retry'] !== 'false'
+    !err.final
   );
 }
 
