@@ -90,6 +90,11 @@ function desiredChatOutput(body: JsonObject): number {
   return (requestedMaxTokens(body) ?? DEFAULT_OUTPUT_RESERVE) * choiceCount(body);
 }
 
+/** A chunk that carries usage and no choices (null, missing or empty): OpenAI's usage chunk, last in a stream. */
+function isUsageChunk(data: JsonObject): boolean {
+  return data.usage !== undefined && !(Array.isArray(data.choices) && data.choices.length > 0);
+}
+
 /** A chunk as the client's SSE frame; a usage chunk without a choices list (or with null) gets OpenAI's empty one. */
 function frameOf(chunk: ChatChunk, usageChunk: boolean): string {
   if (usageChunk && !Array.isArray(chunk.data.choices)) return `data: ${JSON.stringify({ ...chunk.data, choices: [] })}\n\n`;
@@ -622,15 +627,13 @@ export class InferenceService {
     /** Usage from a usage chunk (no choices): the first such is final, as it is the one the client is shown. */
     let usageFinal = false;
     const count = (chunk: ChatChunk) => {
-      const choices = chunk.data.choices as { delta?: unknown }[] | undefined;
-      if (chunk.data.usage && !usageFinal) {
-        const reported = usageOf(chunk.data, true);
-        // Usage inside content chunks (vLLM's continuous usage) runs on: the latest stands until a usage chunk.
-        if (reported) {
-          usage = reported;
-          usageFinal = !(Array.isArray(choices) && choices.length > 0);
-        }
+      // Usage inside content chunks (vLLM's continuous usage) runs on: the latest stands until a usage chunk.
+      const reported = chunk.data.usage && !usageFinal ? usageOf(chunk.data, true) : null;
+      if (reported) {
+        usage = reported;
+        usageFinal = isUsageChunk(chunk.data);
       }
+      const choices = chunk.data.choices as { delta?: unknown }[] | undefined;
       if (Array.isArray(choices)) for (const choice of choices) written.add(writtenText(choice?.delta));
     };
     const { guard } = options;
@@ -645,10 +648,9 @@ export class InferenceService {
       for await (const chunk of guard ? guard(counted()) : upstream) {
         if (!guard) count(chunk);
         last = chunk;
-        const choices = chunk.data.choices as unknown[] | undefined;
-        // The usage chunk (no choices) is Waygate's request; the client sees one, only when it asked, and only in
-        // OpenAI's form (otherwise Waygate sends its own count at the end).
-        const usageChunk = chunk.data.usage !== undefined && !(Array.isArray(choices) && choices.length > 0);
+        // The usage chunk is Waygate's request; the client sees one, only when it asked, and only in OpenAI's form
+        // (otherwise Waygate sends its own count at the end).
+        const usageChunk = isUsageChunk(chunk.data);
         if (usageChunk) {
           if (!options.includeUsage || usageSent || !usageOf(chunk.data, true)) continue;
           usageSent = true;
