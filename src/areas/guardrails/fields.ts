@@ -1,3 +1,5 @@
+import { REDACTION_MARKER } from './pii.js';
+
 /** Which fields of a chat message or stream delta hold text that guardrails read, beyond content and function calls. */
 
 /** Message (and delta) fields read when they hold a string, in this order. */
@@ -46,40 +48,36 @@ export function writtenArguments(original: string, readable: string, checked: st
   for (let i = 0; i < checked.length; i++) {
     const c = checked[i]!;
     // A redacted number (`{"card": 4111111111111111}`) becomes a string, so the arguments keep their shape.
-    const marker = inString ? null : REDACTION_MARKER.exec(checked.slice(i, i + 64));
+    REDACTION_MARKER.lastIndex = i;
+    const marker = inString ? null : REDACTION_MARKER.exec(checked);
     if (marker) {
       written += JSON.stringify(marker[0]);
       i += marker[0].length - 1;
-      continue;
-    }
-    if (c === '\\') {
+    } else if (c === '\\' || pairedSurrogate(checked, i)) {
+      // An escape, or a character in two code units: both go as they are.
       written += c + (checked[i + 1] ?? '');
       i += 1;
-      continue;
+    } else {
+      if (c === '"') inString = !inString;
+      // JSON.stringify writes a control character or a lone surrogate as its escape (`\n`, `\u0007`, `\ud800`).
+      written += inString && NEEDS_ESCAPE.test(c) ? JSON.stringify(c).slice(1, -1) : c;
     }
-    if (c === '"') inString = !inString;
-    // JSON.stringify writes a control character or a lone surrogate as its escape (`\n`, `\u0007`, `\ud800`).
-    written += inString && NEEDS_ESCAPE.test(c) && !pairedSurrogate(checked, i) ? JSON.stringify(c).slice(1, -1) : c;
-    if (isHighSurrogate(c) && pairedSurrogate(checked, i)) written += checked[++i];
   }
   if (!isJson(original) || isJson(written)) return written;
   return JSON.stringify(checked);
 }
 
-/** What a PII redaction puts in place of a finding (redactPii). */
-const REDACTION_MARKER = /^\[REDACTED:[a-z_]+\]/;
 /** `\"` and `\\` are kept: they are the structure. */
 const SHORT_ESCAPES: Record<string, string> = { n: '\n', r: '\r', t: '\t', b: '\b', f: '\f', '/': '/' };
-/** Characters a JSON string holds only as escapes: control characters and (unpaired) surrogates. */
+/** Characters a JSON string holds only as escapes: control characters and lone surrogates. */
 // eslint-disable-next-line no-control-regex -- control characters are what it finds
 const NEEDS_ESCAPE = /[\u0000-\u001f\ud800-\udfff]/;
 
-const isHighSurrogate = (c: string) => c >= '\ud800' && c <= '\udbff';
-
+/** Whether a high surrogate at `i` is followed by its low one: one character, which JSON holds as it is. */
 function pairedSurrogate(text: string, i: number): boolean {
-  const c = text[i]!;
-  if (isHighSurrogate(c)) return text[i + 1] !== undefined && text[i + 1]! >= '\udc00' && text[i + 1]! <= '\udfff';
-  return false;
+  const high = text.charCodeAt(i);
+  const low = text.charCodeAt(i + 1);
+  return high >= 0xd800 && high <= 0xdbff && low >= 0xdc00 && low <= 0xdfff;
 }
 
 function isJson(text: string): boolean {

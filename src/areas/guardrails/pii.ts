@@ -2691,7 +2691,12 @@ export function scanPii(text: string, enabled: ReadonlySet<PiiCategory> = ALL_CA
   return resolve(scan.candidates);
 }
 
-/** Replaces each span with `[REDACTED:<category>]`; spans are applied in order of start, overlaps skipped. */
+/** What a redaction puts in place of a finding. */
+const redactionMarker = (category: string) => `[REDACTED:${category}]`;
+/** A redaction marker at `lastIndex` (sticky): what `redactionMarker` writes. */
+export const REDACTION_MARKER = /\[REDACTED:[a-z0-9_]+\]/y;
+
+/** Replaces each span with its redaction marker; spans are applied in order of start, overlaps skipped. */
 export function redactPii(text: string, spans: Span[]): string {
   const sorted = [...spans].sort((a, b) => a.start - b.start || b.end - a.end);
   let out = '';
@@ -2700,7 +2705,7 @@ export function redactPii(text: string, spans: Span[]): string {
     const start = Math.max(span.start, 0);
     const end = Math.min(span.end, text.length);
     if (start < pos || end <= start) continue;
-    out += text.slice(pos, start) + `[REDACTED:${span.category}]`;
+    out += text.slice(pos, start) + redactionMarker(span.category);
     pos = end;
   }
   return out + text.slice(pos);
