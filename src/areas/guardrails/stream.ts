@@ -89,7 +89,7 @@ function audioDeltas(audio: NonNullable<ChoiceState['audio']>, transcript: strin
  * `message` beside the delta, a delta's `text`, a field of the chunk, a finish reason) would reach the client
  * unchecked. Logprobs repeat the text token by token.
  */
-const CHUNK_FIELDS = new Set(['id', 'object', 'created', 'model', 'system_fingerprint', 'service_tier', 'usage']);
+const CHUNK_FIELDS = ['id', 'object', 'created', 'model', 'system_fingerprint'] as const;
 /** What a role or a finish reason is: a word, not a text (`assistant`, `tool_calls`). */
 const KEYWORD = /^[a-z_]{1,32}$/;
 
@@ -135,8 +135,8 @@ function keptDelta(rest: Record<string, unknown>): Record<string, unknown> {
 function chunkWith(data: JsonObject, choices: unknown[]): ChatChunk {
   const kept: JsonObject = {};
   for (const field of CHUNK_FIELDS) if (data[field] !== undefined) kept[field] = data[field];
+  if (typeof data.service_tier === 'string' && KEYWORD.test(data.service_tier)) kept.service_tier = data.service_tier;
   if (data.usage != null) kept.usage = usageCounts(data.usage);
-  if (typeof data.service_tier === 'string' && !KEYWORD.test(data.service_tier)) delete kept.service_tier;
   return { data: { ...kept, choices } };
 }
 
@@ -153,9 +153,9 @@ function chunkOf(template: JsonObject, index: number, delta: Record<string, unkn
 
 /**
  * Passes a chat stream through output guardrails. Content is held back and released as it is checked, redacted
- * where a guardrail redacts; refusals, reasoning, function and tool call arguments (read with their escapes decoded) and audio (with its
- * transcript) are held to the end and checked with it; roles go at once; finish reasons and usage come last.
- * Logprobs, and other choice fields that can hold text, are dropped (keptFields).
+ * where a guardrail redacts; refusals, reasoning, function and tool call arguments (read with their escapes decoded)
+ * and audio (with its transcript) are held to the end and checked with it; roles go at once; finish reasons and
+ * usage come last. Logprobs, and any other field that can hold text, are dropped (keptFields, keptDelta, chunkWith).
  */
 export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: StreamCheck, mode: StreamGuardMode): AsyncGenerator<ChatChunk> {
   const choices = new Map<number, ChoiceState>();
@@ -268,7 +268,7 @@ export async function* guardStream(chunks: AsyncIterable<ChatChunk>, check: Stre
       yield* release(false);
     }
   }
-  // Whole arguments are checked with their escapes decoded, and sent as JSON again.
+  // Whole arguments are checked with their escapes decoded, and sent as they came unless a guardrail changed them.
   for (const state of choices.values()) makeReadable(state);
   if (mode === 'observe') await check(channels().map((c) => c.text), true);
   else yield* release(true);
