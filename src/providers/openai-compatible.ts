@@ -118,17 +118,17 @@ function isErrorAnswer(body: JsonObject): boolean {
  */
 async function* openAiChunks(body: AsyncIterable<Buffer>, complete: () => void): AsyncGenerator<ChatChunk> {
   let finished = false;
-  let chunks = 0;
+  let started = false;
   for await (const events of sseBatches(body)) {
     for (const event of events) {
       if (event.data.trim() === '[DONE]') {
-        if (chunks === 0) throw new UpstreamError('malformed', 'Upstream stream ended before its first chunk');
+        if (!started) throw new UpstreamError('malformed', 'Upstream stream ended before its first chunk');
         complete();
         return;
       }
       const data = parseEvent(event.data);
       if (!isJsonObject(data)) throw new UpstreamError('malformed', 'Upstream stream sent an event that is not a JSON object');
-      chunks++;
+      started = true;
       if (data.error) throw new UpstreamError('http', 'Upstream stream reported an error', 502, openAiErrorBody(502, data, event.data));
       finished ||= Array.isArray(data.choices) && (data.choices as { finish_reason?: unknown }[]).some((choice) => typeof choice?.finish_reason === 'string');
       // Data spread over several lines is forwarded re-serialized: SSE would need each line prefixed again.
