@@ -75,17 +75,20 @@ export async function* chunksFromText(body: JsonObject, reply: string, model: st
   const choices = choiceCount(body);
   const id = `chatcmpl-${randomUUID()}`;
   const created = unixSeconds(Date.now());
-  const chunk = (index: number, delta: JsonObject, finish: string | null = null): ChatChunk => ({
-    data: { id, object: 'chat.completion.chunk', created, model, choices: [{ index, delta, finish_reason: finish, logprobs: null }] },
-  });
-  for (let index = 0; index < choices; index++) yield chunk(index, { role: 'assistant', content: '' });
+  /** The same delta for each choice in turn. */
+  const forEachChoice = function* (delta: JsonObject, finish: string | null = null): Generator<ChatChunk> {
+    for (let index = 0; index < choices; index++) {
+      yield { data: { id, object: 'chat.completion.chunk', created, model, choices: [{ index, delta, finish_reason: finish, logprobs: null }] } };
+    }
+  };
+  yield* forEachChoice({ role: 'assistant', content: '' });
   let first = true;
   for (const piece of pieces) {
     if (pauseMs > 0) await sleep(pauseMs, undefined, { signal });
-    for (let index = 0; index < choices; index++) yield chunk(index, { content: first ? piece.trimStart() : piece });
+    yield* forEachChoice({ content: first ? piece.trimStart() : piece });
     first = false;
   }
-  for (let index = 0; index < choices; index++) yield chunk(index, {}, truncated ? 'length' : 'stop');
+  yield* forEachChoice({}, truncated ? 'length' : 'stop');
   const input = estimateChatInput(body);
   const output = estimateTokens(pieces.join('').trimStart()) * choices;
   yield { data: { id, object: 'chat.completion.chunk', created, model, choices: [], usage: openAiUsage({ inputTokens: input, outputTokens: output }) } };
