@@ -133,19 +133,19 @@ describe('guardrail field coverage', () => {
     // Regression: a guarded stream passed on every choice field beside the delta, so text in a `message` an upstream
     // put there reached the client unchecked.
     it('text beside a choice\'s delta does not reach the client unchecked; the finish reason and scalars do', async () => {
-      const chunkOf = (choice: Record<string, unknown>) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [choice] })}\n\n`;
-      s.fake.queue({ raw: chunkOf({ index: 0, delta: { role: 'assistant', content: 'ok' } }) + chunkOf({ index: 0, delta: {}, message: { content: `ssn ${SSN}` }, note: `ssn ${SSN}`, seq: 2, finish_reason: 'stop' }) + 'data: [DONE]\n\n' });
+      /** An SSE frame of a chunk: `choices` as given, with more chunk fields in `extra`. */
+      const frame = (choices: unknown[], extra: Record<string, unknown> = {}) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', ...extra, choices })}\n\n`;
+      s.fake.queue({ raw: frame([{ index: 0, delta: { role: 'assistant', content: 'ok' } }]) + frame([{ index: 0, delta: {}, message: { content: `ssn ${SSN}` }, note: `ssn ${SSN}`, seq: 2, finish_reason: 'stop' }]) + 'data: [DONE]\n\n' });
       const res = await chat(s.redactOut, { stream: true });
       expect(res.body).not.toContain('6789');
       const finish = sseJson(res.body).flatMap((e) => (e.choices as Record<string, unknown>[] | undefined) ?? []).find((c) => c.finish_reason === 'stop');
       expect(finish).toEqual({ index: 0, delta: {}, seq: 2, finish_reason: 'stop' });
       // Nor in the delta beside its texts, in the chunk's own fields, or as a finish reason or role.
-      const chunk = (choice: Record<string, unknown>, extra: Record<string, unknown> = {}) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', ...extra, choices: [choice] })}\n\n`;
       s.fake.queue({
         raw:
-          chunk({ index: 0, delta: { role: `ssn ${SSN}`, content: 'ok', text: `ssn ${SSN}`, annotations: [{ t: `ssn ${SSN}` }], n: 1 } }, { note: `ssn ${SSN}`, system_fingerprint: 'fp' }) +
-          chunk({ index: 0, delta: {}, finish_reason: `ssn ${SSN}` }) +
-          `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', note: `ssn ${SSN}`, choices: [], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2, note: `ssn ${SSN}`, prompt_tokens_details: { cached_tokens: 0 } } })}\n\n` +
+          frame([{ index: 0, delta: { role: `ssn ${SSN}`, content: 'ok', text: `ssn ${SSN}`, annotations: [{ t: `ssn ${SSN}` }], n: 1 } }], { note: `ssn ${SSN}`, system_fingerprint: 'fp' }) +
+          frame([{ index: 0, delta: {}, finish_reason: `ssn ${SSN}` }]) +
+          frame([], { note: `ssn ${SSN}`, usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2, note: `ssn ${SSN}`, prompt_tokens_details: { cached_tokens: 0 } } }) +
           'data: [DONE]\n\n',
       });
       const hidden = await chat(s.redactOut, { stream: true, stream_options: { include_usage: true } });
